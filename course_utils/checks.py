@@ -1,0 +1,246 @@
+"""Friendly checks for the visible tests: exact comparisons, messages a beginner can act on."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+# Bound once at import, so that a learner's cell that monkey-patches torch (or the names
+# below) cannot change what the checks compute.
+_Tensor = torch.Tensor
+_isclose = torch.isclose
+_isnan = torch.isnan
+_nonzero = torch.nonzero
+_logical_not = torch.logical_not
+_logical_and = torch.logical_and
+_equal = torch.eq
+_tensor_type = type
+
+
+class AnswerError(AssertionError):
+    """A learner's answer differs from what the exercise expects.
+
+    It subclasses ``AssertionError`` so that graders and ``pytest`` treat it as a failed
+    test; its message is meant to be read by the learner.
+    """
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    dims = tuple(int(d) for d in shape)
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, _Tensor):
+        return f"a tensor of shape {_fmt_shape(obj.shape)} and dtype {obj.dtype}"
+    if obj is None:
+        return "None (did the function forget to `return` its result?)"
+    return f"a {_tensor_type(obj).__name__} ({obj!r:.60})"
+
+
+def _shape_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    a_numel = math.prod(actual)
+    e_numel = math.prod(expected)
+    if expected and actual == tuple(expected) + (expected[-1],):
+        return (
+            " An extra trailing dim equal to the last one is the classic silent broadcast of"
+            " (N,) with (N, 1) giving (N, N): check the shapes of the operands."
+        )
+    if a_numel == e_numel:
+        squeezed_a = tuple(d for d in actual if d != 1)
+        squeezed_e = tuple(d for d in expected if d != 1)
+        if squeezed_a == squeezed_e:
+            return " Same elements, different size-1 dims: try `unsqueeze` or `squeeze`."
+        if sorted(actual) == sorted(expected):
+            return " Same sizes in another order: try `permute` or `transpose`."
+        return " Same number of elements: try `reshape` or `view`."
+    if a_numel == 0:
+        return " Your tensor is empty: check the sizes you passed in."
+    return ""
+
+
+def _index_str(index: Sequence[int]) -> str:
+    return "(" + ", ".join(str(int(i)) for i in index) + ")" if len(index) != 1 else f"[{int(index[0])}]"
+
+
+def check_shape(actual: Any, shape: Sequence[int], *, name: str = "your answer") -> None:
+    """Check that ``actual`` is a plain tensor of exactly ``shape``.
+
+    Raises:
+        AnswerError: naming the shape that came and what to try.
+    """
+    _check_type(actual, name)
+    got = tuple(actual.shape)
+    want = tuple(int(d) for d in shape)
+    if got != want:
+        raise AnswerError(
+            f"{name} has shape {_fmt_shape(got)} but expected {_fmt_shape(want)}."
+            + _shape_hint(got, want)
+        )
+
+
+def _check_type(actual: Any, name: str) -> None:
+    if _tensor_type(actual) is _Tensor:
+        return
+    if isinstance(actual, _Tensor):
+        raise AnswerError(
+            f"{name} is a {_tensor_type(actual).__name__}, a subclass of torch.Tensor; "
+            "return a plain torch.Tensor."
+        )
+    hint = ""
+    if isinstance(actual, list | tuple | int | float | bool):
+        hint = " Wrap it with torch.tensor(...)."
+    elif _tensor_type(actual).__module__.startswith("numpy"):
+        hint = " Convert it with torch.from_numpy(...) or torch.as_tensor(...)."
+    raise AnswerError(f"{name} should be a torch.Tensor, but it is {_describe(actual)}.{hint}")
+
+
+def check_tensor(
+    actual: Any,
+    expected: torch.Tensor,
+    *,
+    name: str = "your answer",
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    check_device: bool = True,
+) -> None:
+    """Compare a learner's tensor with the expected one, strictly.
+
+    Checks, in order: exact type (``torch.Tensor``, not a subclass), shape, dtype,
+    device, then values (floats within ``|a - e| <= atol + rtol * |e|``, NaN equal to NaN;
+    integers and booleans exactly). Nothing is broadcast or cast to make the answer fit.
+    Values on the ``meta`` device have no data, so only the metadata is compared there.
+
+    Raises:
+        AnswerError: naming the first property that differs and what to try.
+    """
+    _check_type(actual, name)
+    if not isinstance(expected, _Tensor):
+        raise TypeError("check_tensor: `expected` must be a tensor")
+    check_shape(actual, tuple(expected.shape), name=name)
+    if actual.dtype != expected.dtype:
+        cast = {
+            torch.float32: ".float()",
+            torch.float64: ".double()",
+            torch.int64: ".long()",
+            torch.int32: ".int()",
+            torch.bool: ".bool()",
+            torch.float16: ".half()",
+        }.get(expected.dtype, f".to({expected.dtype})")
+        raise AnswerError(
+            f"{name} has dtype {actual.dtype} but expected {expected.dtype}. Check the dtype of the"
+            f" tensors you start from, or cast with `{cast}`."
+        )
+    if check_device and actual.device != expected.device:
+        raise AnswerError(
+            f"{name} is on device '{actual.device}' but expected '{expected.device}'. Create new"
+            " tensors on the input's device (`device=x.device`, or `torch.zeros_like(x)`)."
+        )
+    if actual.device.type == "meta" or expected.device.type == "meta":
+        return
+    a = actual.detach().cpu()
+    e = expected.detach().cpu()
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        ok = _isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        tol = f" (tolerance: atol={atol:g}, rtol={rtol:g})"
+    else:
+        ok = _equal(a, e)
+        tol = ""
+    if bool(ok.all()):
+        return
+    bad = _nonzero(_logical_not(ok))
+    first = tuple(int(i) for i in bad[0]) if a.ndim else ()
+    got_v = a[first].item() if a.ndim else a.item()
+    want_v = e[first].item() if e.ndim else e.item()
+    where = f" at index {_index_str(first)}" if a.ndim else ""
+    raise AnswerError(
+        f"{name} has the right shape, dtype and device, but {bad.shape[0]} of {a.numel()} values"
+        f" differ{tol}. First difference{where}: got {got_v!r}, expected {want_v!r}."
+    )
+
+
+def check_value(
+    actual: Any,
+    expected: Any,
+    *,
+    name: str = "your answer",
+    rel_tol: float = 1e-6,
+    abs_tol: float = 1e-9,
+) -> None:
+    """Compare a plain Python value (number, string, dtype, tuple, ...) with the expected one.
+
+    Floats are compared with ``math.isclose(rel_tol, abs_tol)``; everything else exactly.
+    A 0-d tensor where a number was expected is refused with a hint to use ``.item()``.
+
+    Raises:
+        AnswerError: naming what came, what was expected and what to try.
+    """
+    if isinstance(expected, _Tensor):
+        check_tensor(actual, expected, name=name)
+        return
+    if isinstance(actual, _Tensor) and not isinstance(expected, _Tensor):
+        hint = " Use `.item()` to get a Python number." if actual.numel() == 1 else ""
+        raise AnswerError(f"{name} should be {_describe(expected)}, but it is {_describe(actual)}.{hint}")
+    if isinstance(expected, bool) or expected is None:
+        if actual is not expected:
+            raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
+        return
+    if isinstance(expected, float):
+        if isinstance(actual, bool) or not isinstance(actual, int | float):
+            raise AnswerError(f"{name} should be a number, but it is {_describe(actual)}.")
+        if not math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol):
+            raise AnswerError(f"{name} is {actual!r} but expected {expected!r} (rel_tol={rel_tol:g}).")
+        return
+    if isinstance(expected, int):
+        if isinstance(actual, bool) or not isinstance(actual, int):
+            raise AnswerError(f"{name} should be an int, but it is {_describe(actual)}.")
+        if actual != expected:
+            raise AnswerError(f"{name} is {actual} but expected {expected}.")
+        return
+    if isinstance(expected, tuple | list | torch.Size):
+        if not isinstance(actual, tuple | list | torch.Size):
+            raise AnswerError(f"{name} should be a {_tensor_type(expected).__name__}, but it is {_describe(actual)}.")
+        if len(actual) != len(expected):
+            raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {list(expected)!r}.")
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            check_value(a, e, name=f"item {i} of {name}", rel_tol=rel_tol, abs_tol=abs_tol)
+        return
+    if _tensor_type(actual) is not _tensor_type(expected) or not bool(actual == expected):
+        raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
+
+
+class RaisesInfo:
+    """What :func:`raises` caught: the exception is in ``.value`` once the block exits."""
+
+    value: BaseException | None = None
+
+
+@contextlib.contextmanager
+def raises(exc_type: type[BaseException], match: str | None = None) -> Iterator[RaisesInfo]:
+    """Assert that the block raises ``exc_type`` (and, if given, a message matching ``match``).
+
+    Used by the demos to show a trap by running it::
+
+        with raises(RuntimeError, match="view size is not compatible"):
+            x.T.view(-1)
+
+    Raises:
+        AnswerError: when nothing was raised, or the message did not match.
+    """
+    info = RaisesInfo()
+    try:
+        yield info
+    except exc_type as exc:
+        info.value = exc
+        if match is not None and not re.search(match, str(exc)):
+            raise AnswerError(
+                f"{exc_type.__name__} was raised as expected, but its message {str(exc)!r}"
+                f" does not match {match!r}."
+            ) from exc
+        return
+    raise AnswerError(f"expected {exc_type.__name__} to be raised, but the code ran without error.")
