@@ -1,0 +1,1 @@
+"""Instructor-facing tools: release, check, grade, feedback, export (the ``course`` CLI)."""

@@ -1,0 +1,110 @@
+"""Cell predicates: the one place that reads a cell's ``nbgrader`` metadata or tags."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from nbformat import NotebookNode
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
+
+#: First line the release writes into every answer and test cell, so that a cell can be
+#: recognised even when an editor dropped its metadata (see grader.preprocessors).
+MARKER_RE = re.compile(r"^# \[(?P<kind>answer|tests): (?P<grade_id>[A-Za-z0-9_.-]+)\]")
+MARKER_TEXT = {
+    "answer": "# [answer: {grade_id}] keep this line; write your answer below it",
+    "tests": "# [tests: {grade_id}] locked: run this cell to check your answer",
+}
+
+
+def nbgrader_meta(cell: NotebookNode) -> dict[str, Any]:
+    """The cell's ``nbgrader`` metadata (an empty dict when it has none)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def grade_id(cell: NotebookNode) -> str | None:
+    """The cell's nbgrader ``grade_id``, or None."""
+    return nbgrader_meta(cell).get("grade_id")
+
+
+def is_solution(cell: NotebookNode) -> bool:
+    """An answer cell: the learner writes code in it."""
+    return bool(nbgrader_meta(cell).get("solution", False))
+
+
+def is_graded(cell: NotebookNode) -> bool:
+    """A graded cell: it carries points (for us: an autograded test cell)."""
+    return bool(nbgrader_meta(cell).get("grade", False))
+
+
+def is_test(cell: NotebookNode) -> bool:
+    """An autograded test cell: a graded code cell that is not an answer cell."""
+    return cell.get("cell_type") == "code" and is_graded(cell) and not is_solution(cell)
+
+
+def is_locked(cell: NotebookNode) -> bool:
+    """A cell the learner must not edit."""
+    return bool(nbgrader_meta(cell).get("locked", False))
+
+
+def points(cell: NotebookNode) -> float:
+    """Points of a graded cell (0 for any other cell)."""
+    return float(nbgrader_meta(cell).get("points", 0) or 0) if is_graded(cell) else 0.0
+
+
+def has_tag(cell: NotebookNode, tag: str) -> bool:
+    """Whether the cell carries the given tag (e.g. ``parameters``)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and tag in tags
+
+
+def add_tag(cell: NotebookNode, tag: str) -> None:
+    """Add a tag to the cell (no-op when present)."""
+    tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def set_nbgrader_meta(cell: NotebookNode, meta: dict[str, Any]) -> None:
+    """Replace the cell's ``nbgrader`` metadata."""
+    cell.setdefault("metadata", {})["nbgrader"] = dict(meta)
+
+
+def source_text(cell: NotebookNode) -> str:
+    """The cell's source as one string (nbformat allows a list of lines on disk)."""
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def marker(cell: NotebookNode) -> tuple[str, str] | None:
+    """``(kind, grade_id)`` of the release marker on the cell's first line, or None."""
+    first = source_text(cell).lstrip("\n").split("\n", 1)[0]
+    m = MARKER_RE.match(first)
+    return (m["kind"], m["grade_id"]) if m else None
+
+
+def marker_line(kind: str, gid: str) -> str:
+    """The marker line the release writes for an answer (``kind='answer'``) or test cell."""
+    return MARKER_TEXT[kind].format(grade_id=gid)
+
+
+def split_hidden(source: str) -> tuple[str, str]:
+    """Split a test cell's source into (visible part, hidden part without the delimiters)."""
+    if BEGIN_HIDDEN not in source:
+        return source, ""
+    visible, rest = source.split(BEGIN_HIDDEN, 1)
+    hidden, _, after = rest.partition(END_HIDDEN)
+    return visible + after, hidden
+
+
+def parameters_cell_index(nb: NotebookNode) -> int | None:
+    """Index of the cell tagged ``parameters``, or None."""
+    for i, cell in enumerate(nb.cells):
+        if has_tag(cell, "parameters"):
+            return i
+    return None

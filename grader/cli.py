@@ -1,0 +1,126 @@
+"""The ``course`` command line: it only parses options and forwards to each module's ``main``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from grader.exceptions import CourseError
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * verbose
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("traitlets", "nbgrader", "alembic", "sqlalchemy"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else logging.DEBUG)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Release, check and grade the PyTorch Foundations course."""
+    _setup_logging(verbose)
+
+
+@cli.command()
+@click.argument("chapters", nargs=-1)
+def release(chapters: tuple[str, ...]) -> None:
+    """Write the student release notebooks/ from solutions/ (all chapters by default)."""
+    from grader import release as mod
+
+    for path in mod.main(list(chapters)):
+        click.echo(f"released {path}")
+
+
+@cli.command("check-release")
+def check_release() -> None:
+    """Fail when notebooks/ is stale against solutions/ or leaks a solution or hidden test."""
+    from grader import release as mod
+
+    problems = mod.check()
+    for line in problems:
+        click.echo(f"FAIL {line}", err=True)
+    if problems:
+        raise SystemExit(1)
+    click.echo("release OK: in sync with solutions/, no solution or hidden test leaked")
+
+
+def _score_table(reports) -> str:
+    rows = [("student", "chapter", "score", "status", "details")]
+    for r in reports:
+        failed = [t for t in r.tests if t["status"] != "passed"]
+        detail = r.message or (f"{len(failed)} test(s) not passed" if failed else "all tests passed")
+        score = f"{r.score:g}/{r.max_score:g}" if r.max_score else "-"
+        rows.append((r.student, r.chapter, score, r.status + (" (cached)" if r.cached else ""), detail))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
+    lines = []
+    for k, row in enumerate(rows):
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 7)
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"),
+              show_default=True, help="Grading workspace: gradebook, autograded/, results/, feedback/.")
+@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: sqlite in WORKDIR].")
+@click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once [default: CPU count].")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device the notebooks run on.")
+@click.option("--timeout", "cell_timeout", type=int, default=60, show_default=True,
+              help="Seconds one cell may run before it is stopped (that test scores 0).")
+@click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
+def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None, device: str,
+          cell_timeout: int, force: bool) -> None:
+    """Auto-grade SUBMISSIONS (<student>/<chapter>/<notebook>.ipynb) into the gradebook."""
+    from grader import export
+    from grader import grade as mod
+
+    reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
+                       cell_timeout=cell_timeout, force=force)
+    click.echo(_score_table(reports))
+    url = db_url or mod.Workspace(workdir).default_db_url()
+    csv_path = export.write_grades_csv(url, workdir / "grades.csv")
+    click.echo(f"\n{len(reports)} submission(s); grades written to {csv_path}")
+
+
+@cli.command("export")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
+@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: sqlite in WORKDIR].")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="[default: WORKDIR/grades.csv]")
+def export_cmd(workdir: Path, db_url: str | None, out: Path | None) -> None:
+    """Write grades.csv (one row per student, one column per chapter) for an LMS."""
+    from grader import export
+    from grader.grade import Workspace
+
+    path = export.write_grades_csv(db_url or Workspace(workdir).default_db_url(), out or workdir / "grades.csv")
+    click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("chapters", nargs=-1)
+def samples(dest: Path, chapters: tuple[str, ...]) -> None:
+    """Write the demo class's sample submissions (perfect, partial, untouched, syntax error) to DEST."""
+    from grader import samples as mod
+
+    paths = mod.write_samples(dest, list(chapters))
+    click.echo(f"wrote {len(paths)} sample submission(s) under {dest}")
+
+
+def main() -> None:
+    """Entry point of the ``course`` console script."""
+    try:
+        cli(standalone_mode=True)
+    except CourseError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Ordered preprocessor pipelines, declared as data (a test pins the order)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nbconvert.preprocessors import Preprocessor
+from nbformat import NotebookNode
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ClearSolutions,
+    ComputeChecksums,
+    DeduplicateIds,
+    LockCells,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveCells,
+)
+
+from grader.preprocessors import AddColabBadge, MarkExerciseCells, RecognizeCells, StripMetadata
+
+Step = type[Preprocessor]
+
+#: solutions/ -> notebooks/. nbgrader's generate_assignment order, plus our steps:
+#: markers go in before the checksums are taken, so grading sees the same checksums;
+#: SaveCells stores the cells (hidden tests included) when registering a chapter in a
+#: gradebook, so it must come before ClearHiddenTests, as in nbgrader.
+RELEASE: tuple[Step, ...] = (
+    LockCells,
+    ClearSolutions,
+    MarkExerciseCells,
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    SaveCells,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ComputeChecksums,
+    CheckCellMetadata,
+    StripMetadata,
+    AddColabBadge,
+)
+
+#: A submission before it runs: nbgrader's autograde sanitising steps, with cells whose
+#: metadata an editor dropped recognised first by their markers (so that duplicates are
+#: resolved and test cells restored from the gradebook for them too).
+SANITIZE: tuple[Step, ...] = (
+    ClearOutput,
+    RecognizeCells,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    OverwriteCells,
+    CheckCellMetadata,
+)
+
+
+def run(
+    steps: Sequence[Step],
+    nb: NotebookNode,
+    resources: dict[str, Any] | None = None,
+    *,
+    skip: Sequence[Step] = (),
+    config: dict[Step, dict[str, Any]] | None = None,
+) -> tuple[NotebookNode, dict[str, Any]]:
+    """Apply ``steps`` in order to ``nb`` (minus those in ``skip``), each with its options."""
+    resources = resources if resources is not None else {}
+    config = config or {}
+    for step in steps:
+        if step in skip:
+            continue
+        nb, resources = step(**config.get(step, {})).preprocess(nb, resources)
+    return nb, resources

@@ -1,0 +1,117 @@
+"""The course's own nbconvert preprocessors (release and grading steps nbgrader lacks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbconvert.preprocessors import Preprocessor
+from nbformat import NotebookNode
+from nbformat.v4 import new_markdown_cell
+from traitlets import List, Unicode
+
+from grader import cells
+
+
+class MarkExerciseCells(Preprocessor):
+    """Write a stable marker line at the top of every answer and test cell.
+
+    Editors that drop cell metadata (Colab, VS Code, old JupyterLab) keep the source, so
+    the marker lets the grader recognise the cell again.
+    """
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        gid = cells.grade_id(cell)
+        if gid is None or cells.marker(cell) is not None:
+            return cell, resources
+        if cells.is_solution(cell):
+            kind = "answer"
+        elif cells.is_test(cell):
+            kind = "tests"
+        else:
+            return cell, resources
+        cell.source = cells.marker_line(kind, gid) + "\n" + cells.source_text(cell)
+        return cell, resources
+
+
+class StripMetadata(Preprocessor):
+    """Keep only allow-listed notebook and cell metadata; drop outputs and execution counts."""
+
+    cell_keys = List(
+        ["nbgrader", "tags", "editable", "deletable"], help="Cell metadata keys to keep."
+    ).tag(config=True)
+    notebook_keys = List(["kernelspec", "language_info"], help="Notebook metadata keys to keep.").tag(
+        config=True
+    )
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        nb.metadata = NotebookNode({k: v for k, v in nb.metadata.items() if k in self.notebook_keys})
+        if "language_info" in nb.metadata:
+            nb.metadata["language_info"] = NotebookNode({"name": nb.metadata["language_info"].get("name", "python")})
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        cell.metadata = NotebookNode({k: v for k, v in cell.get("metadata", {}).items() if k in self.cell_keys})
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        if "attachments" in cell and not cell.attachments:
+            del cell["attachments"]
+        return cell, resources
+
+
+class AddColabBadge(Preprocessor):
+    """Put an "Open in Colab" badge, pointing at the released notebook, on the first cell."""
+
+    repository = Unicode(help="https://github.com/OWNER/REPO of the course").tag(config=True)
+    branch = Unicode("main", help="Branch the badge opens.").tag(config=True)
+    path = Unicode(help="Path of the released notebook inside the repository.").tag(config=True)
+
+    BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
+
+    def badge(self) -> str:
+        owner_repo = self.repository.split("github.com/", 1)[-1]
+        url = f"https://colab.research.google.com/github/{owner_repo}/blob/{self.branch}/{self.path}"
+        return f"[![Open In Colab]({self.BADGE_IMG})]({url})"
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        badge = self.badge()
+        first = nb.cells[0] if nb.cells else None
+        if first is not None and first.cell_type == "markdown":
+            text = cells.source_text(first)
+            if text.startswith("[![Open In Colab]"):
+                text = text.split("\n", 1)[1] if "\n" in text else ""
+            first.source = badge + "\n\n" + text.lstrip("\n")
+        else:
+            cell = new_markdown_cell(badge)
+            cell.id = "colab-badge"  # fixed, so that the release is reproducible
+            nb.cells.insert(0, cell)
+        return nb, resources
+
+
+class RecognizeCells(Preprocessor):
+    """Give answer and test cells back the nbgrader metadata an editor dropped or altered.
+
+    A cell is recognised by the marker line the release wrote on top of it (see
+    :class:`MarkExerciseCells`); its metadata is restored from the released notebook,
+    found in ``resources["course"]["release_meta"]`` (grade_id -> nbgrader metadata).
+    """
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        release_meta = resources.get("course", {}).get("release_meta", {})
+        found = cells.marker(cell)
+        if found is None:
+            return cell, resources
+        _, gid = found
+        wanted = release_meta.get(gid)
+        if wanted is None:
+            return cell, resources
+        current = cells.nbgrader_meta(cell)
+        if current.get("grade_id") != gid or any(current.get(k) != wanted.get(k) for k in ("grade", "solution", "locked", "points")):
+            self.log.info("restored nbgrader metadata of cell %s from its marker", gid)
+            cells.set_nbgrader_meta(cell, wanted)
+            if cell.cell_type != "code":
+                cell.cell_type = "code"
+                cell.outputs = []
+                cell.execution_count = None
+                cell.pop("attachments", None)
+        return cell, resources
