@@ -103,6 +103,16 @@ def export_cmd(workdir: Path, db_url: str | None, out: Path | None) -> None:
 
 
 @cli.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
+def feedback(workdir: Path) -> None:
+    """Write per-student HTML feedback (which test failed and why; no hidden-test source)."""
+    from grader import feedback as mod
+
+    paths = mod.main(workdir)
+    click.echo(f"wrote {len(paths)} feedback page(s) under {workdir / 'feedback'}")
+
+
+@cli.command()
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("chapters", nargs=-1)
 def samples(dest: Path, chapters: tuple[str, ...]) -> None:

@@ -125,6 +125,10 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     if cells.parameters_cell_index(nb) is None:
         # papermill puts the injected parameters on top when the tagged cell is gone
         log.info("%s: the parameters cell is missing; parameters go on top", notebook)
+    nb = nbformat.from_dict(nb)  # cells nbgrader restored are plain dicts inside
+    for i, cell in enumerate(nb.cells):
+        if not cell.get("id"):
+            cell["id"] = f"restored-{i}"
     # papermill's loader gives every notebook these keys; parameterize_notebook relies on them
     nb.metadata.setdefault("papermill", {}).setdefault("parameters", {})
     for cell in nb.cells:

@@ -1,0 +1,80 @@
+# PyTorch Foundations — every target sets up .venv itself first. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+# A GPU runner overrides this, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+TORCH_SPEC ?= torch==$(TORCH_VERSION)
+DEVICE ?= cpu
+JOBS ?= 2
+WORKDIR ?= course-work
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(BIN)):$(PATH)
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[grader,dev]"
+	@touch $@
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: venv
+venv: $(STAMP) ## Create .venv: torch (TORCH_VERSION, default 2.13.0) + the course, editable
+
+.PHONY: demo
+demo: $(STAMP) ## Main job: release the course, then auto-grade the sample class into $(WORKDIR)/
+	$(BIN)/course release
+	rm -rf $(WORKDIR)/samples
+	$(BIN)/course samples $(WORKDIR)/samples
+	$(BIN)/course grade $(WORKDIR)/samples --workdir $(WORKDIR) --jobs $(JOBS)
+	$(BIN)/course feedback --workdir $(WORKDIR)
+
+.PHONY: release
+release: $(STAMP) ## Write notebooks/ (student release) from solutions/
+	$(BIN)/course release
+
+.PHONY: check-release
+check-release: $(STAMP) ## Fail if notebooks/ is stale or leaks a solution or hidden test
+	$(BIN)/course check-release
+
+.PHONY: notebooks
+notebooks: $(STAMP) ## Execute every chapter with papermill: solutions pass, releases fail each test
+	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS) $(if $(FAST),--fast,)
+
+.PHONY: lab
+lab: $(STAMP) ## Open the course in JupyterLab
+	$(BIN)/jupyter lab notebooks/
+
+.PHONY: test
+test: $(STAMP) ## Run the test suite (executes every chapter both ways, FAST)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: lint
+lint: $(STAMP) ## Lint the packages, tests and notebooks with ruff
+	$(BIN)/ruff check course_utils grader ci tests solutions
+
+.PHONY: format
+format: $(STAMP) ## Fix lint where safe and strip outputs/metadata from committed notebooks
+	$(BIN)/ruff check --fix course_utils grader ci tests
+	$(BIN)/course clean-notebooks
+
+.PHONY: ci
+ci: $(STAMP) ## What CI runs: lint, release in sync, tests, every notebook both ways at full size
+	$(MAKE) lint
+	$(BIN)/course check-release
+	$(MAKE) test
+	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS)
+
+.PHONY: clean
+clean: ## Remove the grading workspace and caches (keeps .venv)
+	rm -rf $(WORKDIR) ci-reports .pytest_cache .ruff_cache .hypothesis

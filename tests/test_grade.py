@@ -1,0 +1,157 @@
+"""grader.grade on the mini course: scores, statuses, resuming, manual grades, feedback, CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import cells, export, feedback, grade, samples
+from grader.gradebook import open_gradebook
+from grader.release import dumps
+
+pytestmark = pytest.mark.slow
+
+CH = "00_mini"
+
+
+def put(root: Path, student: str, nb_or_text, name: str = "mini.ipynb") -> Path:
+    path = root / student / CH / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nb_or_text if isinstance(nb_or_text, str) else dumps(nb_or_text))
+    return path
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One batch holding every kind of submission, graded once with two workers."""
+    tmp = tmp_path_factory.mktemp("grade")
+    solutions = tmp / "solutions"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", solutions)
+    subs = tmp / "subs"
+    samples.write_samples(subs, solutions_dir=solutions)  # alice, bob, carol, dave
+    make = lambda answers: samples.make_submission(CH, answers, solutions_dir=solutions)  # noqa: E731
+    S = samples.SOLUTION
+
+    # stderr output (a warning) inside a correct answer must not cost the test
+    put(subs, "erin", make({"ex1_double": "import sys\ndef double(x):\n    print('noise', file=sys.stderr)\n    return x * 2", "ex2_row_sums": S}))
+    # an editor dropped every cell's nbgrader metadata (as Colab and VS Code can)
+    stripped = make({"ex1_double": S, "ex2_row_sums": S})
+    for c in stripped.cells:
+        c.metadata.pop("nbgrader", None)
+        c.metadata.pop("editable", None)
+    put(subs, "frank", stripped)
+    # the learner deleted a test cell and emptied the other one: both come back from the gradebook
+    tampered = make({"ex1_double": "def double(x):\n    return x", "ex2_row_sums": S})
+    tampered.cells = [c for c in tampered.cells if cells.grade_id(c) != "test_ex1_double"]
+    for c in tampered.cells:
+        if cells.grade_id(c) == "test_ex2_row_sums":
+            c.source = cells.marker_line("tests", "test_ex2_row_sums") + "\npass"
+    put(subs, "gina", tampered)
+    put(subs, "hal", "")  # empty file
+    put(subs, "ivy", '{"cells": [')  # invalid JSON
+    put(subs, "jo", make({"ex1_double": S}), name="mini (1).ipynb")  # renamed by a download
+    (subs / "kim").mkdir()  # a student folder with nothing in it
+    (subs / "kim" / "notes.txt").write_text("hello")
+
+    work = tmp / "work"
+    reports = grade.main(subs, work, jobs=2, solutions_dir=solutions)
+    return {"tmp": tmp, "subs": subs, "work": work, "solutions": solutions,
+            "reports": {r.student: r for r in reports}}
+
+
+def statuses(report):
+    return {t["grade_id"]: t["status"] for t in report.tests}
+
+
+def test_sample_class_scores_full_partial_zero_zero(graded):
+    r = graded["reports"]
+    assert [(s, r[s].score, r[s].max_score) for s in ("alice", "bob", "carol", "dave")] == [
+        ("alice", 10.0, 10.0), ("bob", 4.0, 10.0), ("carol", 0.0, 10.0), ("dave", 0.0, 10.0)]
+    assert statuses(r["bob"]) == {"test_ex1_double": "passed", "test_ex2_row_sums": "failed"}
+
+
+def test_failure_reasons_name_the_error(graded):
+    r = graded["reports"]
+    assert {t["reason"] for t in r["carol"].tests} == {"NotImplementedError:"}
+    dave = {t["grade_id"]: t["reason"] for t in r["dave"].tests}
+    assert dave["test_ex1_double"].startswith("NameError: name 'double' is not defined")
+
+
+def test_stderr_output_does_not_zero_a_test(graded):
+    assert graded["reports"]["erin"].score == 10.0
+
+
+def test_cells_without_nbgrader_metadata_are_recognised_by_their_markers(graded):
+    assert graded["reports"]["frank"].score == 10.0
+
+
+def test_deleted_and_emptied_test_cells_are_restored_and_run(graded):
+    gina = graded["reports"]["gina"]
+    assert statuses(gina) == {"test_ex1_double": "failed", "test_ex2_row_sums": "passed"}
+    assert "values differ" in gina.tests[0]["reason"]
+
+
+def test_broken_files_get_a_clear_status_and_a_zero(graded):
+    r = graded["reports"]
+    assert (r["hal"].status, r["hal"].message) == ("unreadable", "the file is empty")
+    assert r["ivy"].status == "unreadable" and "not valid JSON" in r["ivy"].message
+    assert r["hal"].score == 0 and r["hal"].max_score == 10
+
+
+def test_a_renamed_notebook_is_graded_and_noted(graded):
+    jo = graded["reports"]["jo"]
+    assert jo.score == 4.0 and "mini (1).ipynb" in jo.message
+
+
+def test_a_folder_without_a_chapter_gets_a_status_line(graded):
+    kim = graded["reports"]["kim"]
+    assert kim.status == "missing" and "notes.txt" in kim.message
+
+
+def test_grades_csv_has_a_row_per_graded_student(graded):
+    path = export.write_grades_csv(grade.Workspace(graded["work"]).default_db_url(), graded["tmp"] / "g.csv")
+    rows = {row["student_id"]: row for row in csv.DictReader(path.open())}
+    assert rows["alice"][CH] == "10" and rows["bob"][CH] == "4" and rows["hal"][CH] == "0"
+    assert rows["alice"]["max_total"] == "10"
+    assert "kim" not in rows
+
+
+def test_feedback_shows_reasons_but_never_hidden_tests(graded):
+    pages = feedback.main(graded["work"], solutions_dir=graded["solutions"])
+    bob = (graded["work"] / "feedback" / "bob" / CH / "mini.html").read_text()
+    assert len(pages) == len(list((graded["work"] / "results").glob("*/*.json")))
+    assert "test_ex2_row_sums" in bob and "NotImplementedError" in bob and "Score: 4 / 10" in bob
+    for page in pages:
+        text = page.read_text()
+        assert "HIDDEN" not in text and "arange(5)" not in text and "3x4" not in text
+
+
+def test_a_rerun_is_idempotent_and_uses_the_recorded_results(graded):
+    again = {r.student: r for r in grade.main(graded["subs"], graded["work"], jobs=2, solutions_dir=graded["solutions"])}
+    assert all(r.cached for s, r in again.items() if r.status == "graded")
+    assert {s: r.score for s, r in again.items()} == {s: r.score for s, r in graded["reports"].items()}
+
+
+def test_a_manual_grade_survives_regrading(graded):
+    url = grade.Workspace(graded["work"]).default_db_url()
+    with open_gradebook(url) as gb:
+        g = gb.find_grade("test_ex2_row_sums", "mini", CH, "carol")
+        g.manual_score = 5
+        gb.db.commit()
+    again = grade.main(graded["subs"], graded["work"], jobs=1, force=True, solutions_dir=graded["solutions"])
+    carol = next(r for r in again if r.student == "carol")
+    assert carol.score == 5.0
+    with open_gradebook(url) as gb:
+        g = gb.find_grade("test_ex2_row_sums", "mini", CH, "carol")
+        assert (g.auto_score, g.manual_score, g.needs_manual_grade) == (0.0, 5.0, True)
+
+
+def test_results_are_written_as_json_per_submission(graded):
+    data = json.loads((graded["work"] / "results" / "alice" / f"{CH}.json").read_text())
+    assert data["status"] == "graded" and data["score"] == 10.0 and len(data["fingerprint"]) == 32
+    assert nbformat.read(str(graded["work"] / "autograded" / "alice" / CH / "mini.ipynb"), as_version=4).cells

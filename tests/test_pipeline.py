@@ -1,0 +1,36 @@
+"""grader.pipeline: the order of the steps is data, and this test pins it."""
+
+from grader import pipeline
+
+
+def names(steps):
+    return [s.__name__ for s in steps]
+
+
+def test_release_order():
+    assert names(pipeline.RELEASE) == [
+        "LockCells",
+        "ClearSolutions",
+        "MarkExerciseCells",  # before the checksums, so grading computes the same ones
+        "ClearOutput",
+        "CheckCellMetadata",
+        "ComputeChecksums",
+        "SaveCells",  # stores hidden tests: must precede ClearHiddenTests
+        "ClearHiddenTests",
+        "ClearMarkScheme",
+        "ComputeChecksums",
+        "CheckCellMetadata",
+        "StripMetadata",
+        "AddColabBadge",
+    ]
+
+
+def test_sanitize_order():
+    assert names(pipeline.SANITIZE) == [
+        "ClearOutput",
+        "RecognizeCells",  # metadata back before duplicates are resolved and cells restored
+        "DeduplicateIds",
+        "OverwriteKernelspec",
+        "OverwriteCells",
+        "CheckCellMetadata",
+    ]

@@ -1,0 +1,80 @@
+"""grader.release: the student release is in sync, reproducible and leaks nothing."""
+
+import json
+from pathlib import Path
+
+from grader import cells, release
+from grader.release import build_release, read
+
+
+def do_release(solutions: Path, tmp_path: Path) -> Path:
+    notebooks = tmp_path / "notebooks"
+    release.main(None, solutions_dir=solutions, notebooks_dir=notebooks)
+    return notebooks
+
+
+def test_release_strips_solutions_and_hidden_tests_and_keeps_visible_ones(mini_solutions, tmp_path):
+    notebooks = do_release(mini_solutions, tmp_path)
+    text = (notebooks / "00_mini" / "mini.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in text and "HIDDEN" not in text
+    assert "return x * 2" not in text and "arange(5)" not in text
+    assert "raise NotImplementedError()" in text
+    assert 'name=\\"double([1., 2.])\\"' in text
+    assert release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks) == []
+
+
+def test_release_marks_answer_and_test_cells_and_adds_the_colab_badge(mini_solutions, tmp_path):
+    nb = build_release("00_mini", mini_solutions / "00_mini" / "mini.ipynb")
+    marked = [cells.marker(c) for c in nb.cells if cells.grade_id(c)]
+    assert marked == [
+        ("answer", "ex1_double"),
+        ("tests", "test_ex1_double"),
+        ("answer", "ex2_row_sums"),
+        ("tests", "test_ex2_row_sums"),
+    ]
+    first = cells.source_text(nb.cells[0])
+    assert first.startswith("[![Open In Colab]")
+    assert "colab.research.google.com/github/pytorch-foundations/course/blob/main/notebooks/00_mini/mini.ipynb" in first
+
+
+def test_release_is_reproducible(mini_solutions):
+    src = mini_solutions / "00_mini" / "mini.ipynb"
+    assert release.dumps(build_release("00_mini", src)) == release.dumps(build_release("00_mini", src))
+
+
+def test_release_carries_no_outputs_or_stray_metadata(mini_solutions):
+    nb = build_release("00_mini", mini_solutions / "00_mini" / "mini.ipynb")
+    assert set(nb.metadata) <= {"kernelspec", "language_info"}
+    for c in nb.cells:
+        assert set(c.metadata) <= {"nbgrader", "tags", "editable", "deletable"}
+        if c.cell_type == "code":
+            assert c.outputs == [] and c.execution_count is None
+
+
+def test_a_stale_release_is_reported(mini_solutions, tmp_path):
+    notebooks = do_release(mini_solutions, tmp_path)
+    src = mini_solutions / "00_mini" / "mini.ipynb"
+    nb = read(src)
+    nb.cells[3].source = "## A changed demo"
+    src.write_text(release.dumps(nb))
+    problems = release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks)
+    assert any("stale" in p for p in problems)
+
+
+def test_a_leaked_solution_line_is_reported(mini_solutions, tmp_path):
+    notebooks = do_release(mini_solutions, tmp_path)
+    path = notebooks / "00_mini" / "mini.ipynb"
+    data = json.loads(path.read_text())
+    data["cells"][3]["source"] = ["return X.sum(dim=1, keepdim=True)\n"]
+    path.write_text(json.dumps(data))
+    problems = release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks)
+    assert any("leaks a line" in p and "keepdim=True" in p for p in problems)
+
+
+def test_a_missing_or_orphan_release_is_reported(mini_solutions, tmp_path):
+    notebooks = tmp_path / "notebooks"
+    (notebooks / "99_gone").mkdir(parents=True)
+    (notebooks / "99_gone" / "gone.ipynb").write_text("{}")
+    problems = release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks)
+    assert any("missing" in p for p in problems)
+    assert any("99_gone" in p and "no source" in p for p in problems)
