@@ -174,7 +174,9 @@ def check_value(
 ) -> None:
     """Compare a plain Python value (number, string, dtype, tuple, ...) with the expected one.
 
-    Floats are compared with ``math.isclose(rel_tol, abs_tol)``; everything else exactly.
+    Floats are compared with ``math.isclose(rel_tol, abs_tol)``; everything else exactly,
+    and only values of the exact expected type count (no subclass, no object whose ``==``
+    always says yes).
     A 0-d tensor where a number was expected is refused with a hint to use ``.item()``.
 
     Raises:
@@ -191,26 +193,27 @@ def check_value(
             raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
         return
     if isinstance(expected, float):
-        if isinstance(actual, bool) or not isinstance(actual, int | float):
+        if _tensor_type(actual) not in (int, float):
             raise AnswerError(f"{name} should be a number, but it is {_describe(actual)}.")
         if not math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol):
             raise AnswerError(f"{name} is {actual!r} but expected {expected!r} (rel_tol={rel_tol:g}).")
         return
     if isinstance(expected, int):
-        if isinstance(actual, bool) or not isinstance(actual, int):
+        if _tensor_type(actual) is not int:
             raise AnswerError(f"{name} should be an int, but it is {_describe(actual)}.")
         if actual != expected:
             raise AnswerError(f"{name} is {actual} but expected {expected}.")
         return
     if isinstance(expected, tuple | list | torch.Size):
-        if not isinstance(actual, tuple | list | torch.Size):
+        if _tensor_type(actual) not in (tuple, list, torch.Size):
             raise AnswerError(f"{name} should be a {_tensor_type(expected).__name__}, but it is {_describe(actual)}.")
         if len(actual) != len(expected):
             raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {list(expected)!r}.")
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             check_value(a, e, name=f"item {i} of {name}", rel_tol=rel_tol, abs_tol=abs_tol)
         return
-    if _tensor_type(actual) is not _tensor_type(expected) or not bool(actual == expected):
+    # Same exact type, so that no subclass of the learner's can answer `==` in our place.
+    if _tensor_type(actual) is not _tensor_type(expected) or not bool(expected == actual):
         raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
 
 

@@ -48,6 +48,26 @@ def check_release() -> None:
     click.echo("release OK: in sync with solutions/, no solution or hidden test leaked")
 
 
+@cli.command("clean-notebooks")
+@click.option("--check", is_flag=True, help="Only report; exit 1 when a notebook is not clean.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def clean_notebooks(check: bool, paths: tuple[Path, ...]) -> None:
+    """Strip outputs, execution counts and stray metadata from committed notebooks."""
+    from grader import hygiene
+
+    targets = list(paths) or hygiene.committed_notebooks()
+    if check:
+        found = [p for path in targets for p in hygiene.problems(path)]
+        for line in found:
+            click.echo(f"FAIL {line}", err=True)
+        if found:
+            raise SystemExit(1)
+        click.echo(f"{len(targets)} notebook(s) clean")
+        return
+    changed = [p for p in targets if hygiene.clean(p)]
+    click.echo(f"cleaned {len(changed)} of {len(targets)} notebook(s)")
+
+
 def _score_table(reports) -> str:
     rows = [("student", "chapter", "score", "status", "details")]
     for r in reports:

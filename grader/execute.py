@@ -1,22 +1,35 @@
-"""Executing one submission in a fresh Jupyter kernel (the reference ``kernel`` engine)."""
+"""Executing one submission in fresh, confined Jupyter kernels (the reference ``kernel`` engine).
+
+A cell that runs past its timeout is interrupted; a kernel that dies, or stays stuck after
+the interrupt, is replaced by a new one in which the learner's earlier cells are replayed,
+so the rest of the notebook still runs. Before each test cell the grader's guard is asked
+whether the learner replaced anything the tests rely on.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
 from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell
+
+from grader import cells, integrity
+from grader.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_ENAME = "CellTimeoutError"
+PROBE_TIMEOUT = 5
 
 #: Variables a kernel inherits; everything else (tokens, keys, cloud credentials) is dropped.
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT", "TMPDIR")
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 
 @dataclass
@@ -26,26 +39,44 @@ class ExecOptions:
     cell_timeout: int = 60
     device: str = "cpu"
     startup_timeout: int = 60
+    memory_mb: int | None = 2048
+    isolate: bool = True
+    max_restarts: int = 3
+    hide: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class Execution:
-    """What happened: the executed notebook and cell indices that did not finish normally."""
+    """What happened while a notebook ran (cell indices refer to ``nb.cells``)."""
 
     nb: NotebookNode
     timed_out: list[int] = field(default_factory=list)
-    died_at: int | None = None
+    died: list[int] = field(default_factory=list)
+    not_run_from: int | None = None  # gave up here (too many restarts): later cells never ran
+    tampered: dict[int, str] = field(default_factory=dict)  # test cell index -> what was replaced
     error: str | None = None  # the kernel could not run at all
+    restarts: int = 0
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel command runs inside :class:`Sandbox`."""
+
+    sandbox: Sandbox | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.sandbox.wrap(cmd) if self.sandbox else cmd
 
 
 def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
-    """The environment of a grading kernel: stripped of secrets, seeded, CPU unless asked."""
+    """The environment of a grading kernel: stripped of secrets, quiet, CPU unless asked."""
     env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
     env.update(
         HOME=home,
+        TMPDIR=home,
         PYTHONHASHSEED="0",
         COURSE_GRADING="1",
         MPLBACKEND="Agg",
@@ -62,21 +93,33 @@ def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
     return env
 
 
-def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
-    """Run every code cell of ``nb`` in a new kernel, in a new empty working directory.
+def _has_timeout_error(cell: NotebookNode) -> bool:
+    return any(
+        o.get("output_type") == "error" and o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])
+    )
 
-    Errors do not stop the run; a cell past ``options.cell_timeout`` is interrupted and
-    recorded as timed out; a kernel that dies stops the run, and the cell where it died is
-    recorded (later cells stay unexecuted, so they can never be mistaken for passes).
-    """
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
 
-    result = Execution(nb=nb)
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
-        home = os.path.join(work, "home")
-        os.makedirs(home)
-        client = NotebookClient(
+def _result_text(cell: NotebookNode) -> str | None:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "execute_result":
+            return out.get("data", {}).get("text/plain")
+    return None
+
+
+class _Runner:
+    """One submission's execution across as many kernels as it needs."""
+
+    def __init__(self, nb: NotebookNode, options: ExecOptions, work: str):
+        from nbclient import NotebookClient
+
+        self.nb, self.options, self.work = nb, options, work
+        self.home = os.path.join(work, "home")
+        self.runtime = os.path.join(work, "runtime")
+        os.makedirs(self.home)
+        os.makedirs(self.runtime)
+        self.result = Execution(nb=nb)
+        self.guard = integrity.new_guard_name()
+        self.client = NotebookClient(
             nb,
             timeout=options.cell_timeout,
             startup_timeout=options.startup_timeout,
@@ -89,26 +132,127 @@ def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
                 "traceback": [],
             },
             record_timing=False,
-            resources={"metadata": {"path": work}},
+            resources={"metadata": {"path": self.home}},
         )
+
+    def _new_km(self) -> SandboxedKernelManager:
+        km = SandboxedKernelManager(kernel_name="python3")
+        km.sandbox = Sandbox(
+            workdir=Path(self.home),
+            runtime_dir=Path(self.runtime),
+            hide=[Path(p) for p in self.options.hide],
+            memory_mb=self.options.memory_mb,
+            isolate=self.options.isolate,
+        )
+        # IPC sockets work across the sandbox's network namespace; TCP would not.
+        km.transport = "ipc"
+        km.ip = os.path.join(self.runtime, f"k{secrets.token_hex(4)}")
+        km.connection_file = os.path.join(self.runtime, f"kernel-{secrets.token_hex(4)}.json")
+        km.kernel_spec.interrupt_mode = "message"  # signals would stop at the sandbox's init
+        return km
+
+    def _run_aside(self, source: str, timeout: int | None = None) -> NotebookNode:
+        """Run code that is not part of the notebook (guard, probes, replays).
+
+        It is stored in the kernel's history like any cell: IPython names cells by their
+        execution count, and code run without history after a learner's syntax error
+        would be compiled under the broken cell's name.
+        """
+        cell = new_code_cell(source)
+        saved = self.client.timeout
+        if timeout is not None:
+            self.client.timeout = timeout
         try:
-            with client.setup_kernel(env=kernel_env(options, home), cwd=work):
-                for index, cell in enumerate(nb.cells):
-                    if cell.cell_type != "code":
-                        continue
-                    try:
-                        client.execute_cell(cell, index)
-                    except DeadKernelError:
-                        result.died_at = index
-                        break
-                    if any(
-                        o.get("output_type") == "error" and o.get("ename") == TIMEOUT_ENAME
-                        for o in cell.get("outputs", [])
-                    ):
-                        result.timed_out.append(index)
-        except DeadKernelError:
-            result.died_at = result.died_at if result.died_at is not None else -1
-        except Exception as exc:  # the kernel did not start: nothing ran
-            log.warning("kernel failed: %s", exc)
-            result.error = f"{type(exc).__name__}: {exc}"
-    return result
+            self.client.execute_cell(cell, 0)
+        finally:
+            self.client.timeout = saved
+        return cell
+
+    def run(self) -> Execution:
+        from nbclient.exceptions import DeadKernelError
+
+        code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        done: list[int] = []  # learner/demo cells that ran, replayed after a restart
+        position = 0
+        sessions = 0
+        while position < len(code_cells):
+            if self.result.restarts > self.options.max_restarts:
+                self.result.not_run_from = code_cells[position]
+                break
+            self.client.km = self._new_km()
+            sessions += 1
+            started = False
+            try:
+                with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home):
+                    started = True
+                    self._run_aside(integrity.install_code(self.guard), timeout=60)
+                    for index in done:
+                        self._run_aside(cells.source_text(self.nb.cells[index]))
+                    position = self._run_cells(code_cells, position, done)
+            except DeadKernelError:
+                # died outside a notebook cell (guard install, replay, probe): try again
+                self.result.restarts += 1
+            except Exception as exc:
+                if not started and sessions == 1:
+                    log.warning("kernel failed to start: %s", exc)
+                    self.result.error = f"{type(exc).__name__}: {exc}"
+                    break
+                log.warning("kernel failed: %s", exc)
+                self.result.restarts += 1
+        return self.result
+
+    def _run_cells(self, code_cells: list[int], position: int, done: list[int]) -> int:
+        """Run cells from ``position`` until the end or until the kernel must be replaced;
+        returns the position to go on from."""
+        from nbclient.exceptions import DeadKernelError
+
+        while position < len(code_cells):
+            index = code_cells[position]
+            position += 1
+            cell = self.nb.cells[index]
+            if cells.is_test(cell) and not self._guard_ok(index):
+                continue
+            try:
+                self.client.execute_cell(cell, index)
+            except DeadKernelError:
+                self.result.died.append(index)
+                self.result.restarts += 1
+                return position
+            if _has_timeout_error(cell):
+                self.result.timed_out.append(index)
+                if not self._responsive():
+                    self.result.restarts += 1
+                    return position
+            elif not cells.is_test(cell):
+                done.append(index)
+        return position
+
+    def _guard_ok(self, index: int) -> bool:
+        """Ask the guard whether anything the tests rely on was replaced."""
+        nonce = secrets.token_hex(4)
+        try:
+            probe = self._run_aside(integrity.check_code(self.guard, nonce), timeout=PROBE_TIMEOUT + 10)
+        except Exception as exc:  # a dead kernel is handled by the test cell itself
+            log.info("guard check failed: %s", exc)
+            return True
+        clean, what = integrity.parse_check(_result_text(probe), nonce)
+        if not clean:
+            self.result.tampered[index] = what
+        return clean
+
+    def _responsive(self) -> bool:
+        """After an interrupted cell: does the kernel answer again?"""
+        try:
+            probe = self._run_aside("None", timeout=PROBE_TIMEOUT)
+        except Exception:
+            return False
+        return not _has_timeout_error(probe)
+
+
+def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
+    """Run every code cell of ``nb`` in confined kernels, in a new empty working directory.
+
+    Errors do not stop the run. Returns what happened; the outputs are in ``nb`` itself.
+    """
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
+        return _Runner(nb, options, work).run()

@@ -26,6 +26,7 @@ from grader import cells, pipeline, project
 from grader import gradebook as gbmod
 from grader.execute import ExecOptions, execute
 from grader.intake import Submission, discover
+from grader.integrity import Finding, scan
 from grader.release import build_release
 from grader.scoring import PASSED, TestResult, score
 
@@ -136,13 +137,55 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     return parameterize_notebook(nb, {"DEVICE": device, "SEED": 0, "FAST": True}, kernel_name="python3", language="python")
 
 
-def run_one(payload: tuple[str, dict[str, Any]]) -> tuple[str, list[dict], dict[str, Any]]:
+def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
+    """Suspicious code in the cells the learner wrote (answer cells and any cell added)."""
+    released = {cells.source_text(c) for c in release.cells if c.cell_type == "code"}
+    found: list[Finding] = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or cells.is_test(cell) or cells.has_tag(cell, "injected-parameters"):
+            continue
+        text = cells.source_text(cell)
+        if text in released:
+            continue
+        found.extend(scan(text, i))
+    return found
+
+
+def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, NotebookNode]) -> str | None:
+    """None when ``nb`` is a notebook of the release's chapter, else a sentence saying why not."""
+    def ids(notebook: NotebookNode) -> set[str]:
+        out = set()
+        for c in notebook.cells:
+            gid = cells.grade_id(c)
+            if gid:
+                out.add(gid)
+            m = cells.marker(c)
+            if m:
+                out.add(m[1])
+        return out
+
+    mine, theirs = ids(release), ids(nb)
+    if mine & theirs or not theirs:
+        return None
+    for chapter, other in others.items():
+        if ids(other) & theirs:
+            return f"this is a notebook of chapter {chapter}, not of this chapter"
+    return "no exercise of this chapter was found in the notebook"
+
+
+def run_one(payload: tuple[str, dict[str, Any], list[dict]]) -> tuple[str, list[dict], dict[str, Any]]:
     """Worker: execute one prepared notebook and score it (no gradebook, no solutions here)."""
-    nb_json, options = payload
+    nb_json, options, findings = payload
     nb = nbformat.reads(nb_json, as_version=4)
     execution = execute(nb, ExecOptions(**options))
-    tests = [t.to_dict() for t in score(execution)]
-    info = {"timed_out": execution.timed_out, "died_at": execution.died_at, "error": execution.error}
+    tests = [t.to_dict() for t in score(execution, [Finding(**f) for f in findings])]
+    info = {
+        "timed_out": execution.timed_out,
+        "died": execution.died,
+        "tampered": execution.tampered,
+        "restarts": execution.restarts,
+        "error": execution.error,
+    }
     return nbformat.writes(execution.nb), tests, info
 
 
@@ -161,6 +204,8 @@ def main(
     jobs: int | None = None,
     device: str = "cpu",
     cell_timeout: int = 60,
+    memory_mb: int | None = 2048,
+    isolate: bool = True,
     force: bool = False,
     solutions_dir: Path = project.SOLUTIONS,
     on_progress: Callable[[Report], None] | None = None,
@@ -173,7 +218,10 @@ def main(
         db_url: SQLAlchemy URL of the gradebook; ``sqlite:///<workdir>/gradebook.db`` by default.
         jobs: submissions executed at once (default: the number of CPUs).
         device: ``cpu`` (default) or ``cuda``: the DEVICE the notebooks get.
-        cell_timeout: seconds a cell may run before it is stopped and scored 0.
+        cell_timeout: seconds a cell may run before it is stopped and scored 0 (a chapter
+            can raise it in ``solutions/<chapter>/grading.toml``).
+        memory_mb: address-space cap of each kernel, in MiB (None: no cap).
+        isolate: run kernels in a bubblewrap sandbox where the machine allows it.
         force: re-grade submissions whose result is already recorded.
         solutions_dir: where the chapters' source notebooks are.
         on_progress: called with each finished :class:`Report`.
@@ -195,13 +243,15 @@ def main(
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
         gbmod.register_chapter(db_url, chapter, sources[chapter])
         releases[chapter] = build_release(chapter, sources[chapter])
-    todo: list[tuple[Submission, str, str]] = []  # (submission, prepared nb json, fingerprint)
-    options = asdict(ExecOptions(cell_timeout=cell_timeout, device=device))
+    todo: list[tuple[Submission, str, str, dict, list]] = []
+    hide = sorted({str(p.resolve()) for p in (workdir, submissions, solutions_dir)})
+    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
     for sub in found:
         if sub.path is None:
             reports.append(_unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
             continue
         chapter, source = sub.chapter, sources[sub.chapter]
+        options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
         fp = _fingerprint(raw, source.read_bytes(), json.dumps(options, sort_keys=True).encode(), GRADER_REVISION.encode())
         cached = _cached(ws, sub, fp, db_url)
@@ -216,6 +266,11 @@ def main(
         except ValueError as exc:
             reports.append(_unreadable(sub, "unreadable", str(exc), db_url, sources, fingerprint=fp, ws=ws))
             continue
+        others = {c: r for c, r in releases.items() if c != chapter}
+        wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
+        if wrong:
+            reports.append(_unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
+            continue
         try:
             prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device)
         except Exception as exc:  # the notebook is readable but cannot be prepared: say why
@@ -223,10 +278,11 @@ def main(
             reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
             reports.append(_unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
             continue
-        todo.append((sub, nbformat.writes(prepared), fp))
+        findings = [asdict(f) for f in learner_findings(prepared, releases[chapter])]
+        todo.append((sub, nbformat.writes(prepared), fp, options, findings))
 
     jobs = max(1, jobs or os.cpu_count() or 1)
-    for sub, fp, outcome in _execute_all(todo, options, jobs):
+    for sub, fp, outcome in _execute_all(todo, jobs):
         report = _record(ws, sub, fp, outcome, db_url, sources[sub.chapter])
         reports.append(report)
         if on_progress:
@@ -235,24 +291,58 @@ def main(
     return reports
 
 
-def _execute_all(todo, options, jobs):
-    """Yield (submission, fingerprint, worker outcome or exception) as executions finish."""
+def chapter_options(base: ExecOptions, chapter_dir: Path) -> ExecOptions:
+    """``base``, with the chapter's own ``grading.toml`` (``cell_timeout``, ``memory_mb``) applied."""
+    import dataclasses
+
+    import tomllib
+
+    path = chapter_dir / "grading.toml"
+    if not path.exists():
+        return base
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    allowed = {k: v for k, v in data.items() if k in ("cell_timeout", "memory_mb")}
+    return dataclasses.replace(base, **allowed)
+
+
+def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], skip: str) -> dict[str, NotebookNode]:
+    for chapter, source in sources.items():
+        if chapter not in releases:
+            releases[chapter] = build_release(chapter, source)
+    return {c: r for c, r in releases.items() if c != skip}
+
+
+def _execute_all(todo, jobs):
+    """Yield (submission, fingerprint, worker outcome or exception) as executions finish.
+
+    A worker process that crashes costs the submission it was running; the others are
+    run again in a fresh pool.
+    """
     if jobs == 1 or len(todo) <= 1:
-        for sub, nb_json, fp in todo:
+        for sub, nb_json, fp, options, findings in todo:
             try:
-                yield sub, fp, run_one((nb_json, options))
+                yield sub, fp, run_one((nb_json, options, findings))
             except Exception as exc:
                 yield sub, fp, exc
         return
     ctx = multiprocessing.get_context("spawn")
+    broken = []
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(run_one, (nb_json, options)): (sub, fp) for sub, nb_json, fp in todo}
+        futures = {pool.submit(run_one, item[1:2] + item[3:]): item for item in todo}
         for future in concurrent.futures.as_completed(futures):
-            sub, fp = futures[future]
+            item = futures[future]
             try:
-                yield sub, fp, future.result()
-            except Exception as exc:  # a worker crashed: that submission only
-                yield sub, fp, exc
+                yield item[0], item[2], future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(item)
+            except Exception as exc:
+                yield item[0], item[2], exc
+    for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            try:
+                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:]).result()
+            except Exception as exc:
+                yield item[0], item[2], exc
 
 
 def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path) -> Report:

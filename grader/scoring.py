@@ -8,14 +8,24 @@ from nbformat import NotebookNode
 
 from grader import cells
 from grader.execute import Execution
+from grader.integrity import Finding
 
 MAX_REASON = 400
 
 PASSED = "passed"
 FAILED = "failed"
 TIMED_OUT = "timed out"
+MEMORY = "memory limit"
 NOT_RUN = "not run"
 KERNEL_DIED = "kernel died"
+FLAGGED = "flagged"
+
+#: Errors whose raw message would puzzle a learner, and what to say instead.
+FRIENDLY = {
+    "StdinNotImplementedError": "input() is not available when grading: an answer must not ask for input",
+    "SystemExit": "the code called sys.exit() / exit(), which stops the notebook",
+    "KeyboardInterrupt": "the cell was interrupted",
+}
 
 
 @dataclass
@@ -39,12 +49,34 @@ def _first_error(cell: NotebookNode) -> dict | None:
     return None
 
 
-def score(execution: Execution) -> list[TestResult]:
+def _failure(error: dict) -> tuple[str, str]:
+    ename, evalue = error.get("ename", "Error"), str(error.get("evalue", ""))
+    if ename == "MemoryError" or "can't allocate memory" in evalue or "out of memory" in evalue.lower():
+        return MEMORY, f"the code used more memory than allowed ({ename})"
+    if ename in FRIENDLY:
+        return FAILED, f"{ename}: {FRIENDLY[ename]}"
+    return FAILED, f"{ename}: {evalue}".strip()
+
+
+def static_flags(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
+    """Test cell index -> reason, for the test that follows each suspicious learner cell."""
+    flags: dict[int, str] = {}
+    tests = [i for i, c in enumerate(nb.cells) if cells.is_test(c)]
+    for f in findings:
+        after = [i for i in tests if i > f.cell_index]
+        if after and after[0] not in flags:
+            flags[after[0]] = f"the answer {f.reason}: `{f.excerpt}`"
+    return flags
+
+
+def score(execution: Execution, findings: list[Finding] = ()) -> list[TestResult]:
     """One :class:`TestResult` per graded test cell of the executed notebook.
 
-    Unlike nbgrader's rule, output on stderr (a warning) never costs points, and a cell
-    that never ran (the kernel died or failed to start) scores 0 instead of full marks.
+    Unlike nbgrader's rule, output on stderr (a warning) never costs points, and a cell that
+    never ran (the kernel died or failed to start) scores 0 instead of full marks. A test
+    after tampering (see :mod:`grader.integrity`) scores 0 and is flagged.
     """
+    flags = static_flags(list(findings), execution.nb)
     results = []
     for index, cell in enumerate(execution.nb.cells):
         if not cells.is_test(cell):
@@ -54,17 +86,20 @@ def score(execution: Execution) -> list[TestResult]:
         error = _first_error(cell)
         if execution.error is not None:
             status, reason = NOT_RUN, f"the notebook could not be run: {execution.error}"
+        elif index in execution.tampered:
+            status, reason = FLAGGED, f"tampering: the code {execution.tampered[index]}"
+        elif index in flags:
+            status, reason = FLAGGED, flags[index]
         elif index in execution.timed_out:
             status, reason = TIMED_OUT, str(error.get("evalue", "")) if error else "timed out"
-        elif execution.died_at is not None and index == execution.died_at:
-            status, reason = KERNEL_DIED, "the kernel died while running this cell"
-        elif execution.died_at is not None and (execution.died_at < 0 or index > execution.died_at):
-            status, reason = NOT_RUN, f"not run: the kernel died earlier (in cell {execution.died_at})"
+        elif index in execution.died:
+            status, reason = KERNEL_DIED, "the kernel died while running this test (a crash, os._exit or a memory bomb)"
+        elif execution.not_run_from is not None and index >= execution.not_run_from:
+            status, reason = NOT_RUN, "not run: the kernel died too many times before this test"
         elif not cell.get("execution_count") and error is None:
             status, reason = NOT_RUN, "not run"
         elif error is not None:
-            status = FAILED
-            reason = f"{error.get('ename', 'Error')}: {error.get('evalue', '')}".strip()
+            status, reason = _failure(error)
         else:
             status, reason = PASSED, ""
         if len(reason) > MAX_REASON:

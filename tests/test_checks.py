@@ -115,3 +115,20 @@ def test_raises_fails_when_nothing_is_raised_or_the_message_differs():
     with pytest.raises(AnswerError, match="does not match"):
         with raises(ValueError, match="shape"):
             raise ValueError("dtype")
+
+
+def test_check_value_refuses_subclasses_that_answer_equal_to_everything():
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    class LiarStr(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    assert "should be an int" in message(check_value, Liar(1), 5)
+    assert "expected 'b'" in message(check_value, LiarStr("a"), "b")

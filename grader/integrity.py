@@ -1,0 +1,152 @@
+"""Catching submissions that tamper with the checks instead of solving the exercise.
+
+Two layers. A static scan of the learner's cells finds code that patches torch, builtins
+or the checking helpers, or that reaches for files outside its directory. A runtime guard,
+installed in the kernel before any learner code runs, remembers the objects the tests rely
+on and is asked, before every test cell, whether any of them was replaced. Either finding
+zeroes the tests that come after it and flags the submission in the report. Neither layer
+is a proof against a determined attacker in the same process; the sandbox (see
+:mod:`grader.sandbox`) is what protects files and the network.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+#: (pattern, what it means) — searched in the learner's code, comments and strings removed
+#: except for path-like string literals, which are searched separately.
+CODE_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"\btorch(?!\.backends\.)(\.\w+)+\s*=(?!=)", "assigns to an attribute of torch"),
+    (r"\b(np|numpy)(\.\w+)+\s*=(?!=)", "assigns to an attribute of numpy"),
+    (r"\bsetattr\s*\(", "calls setattr (monkey-patching)"),
+    (r"\b__builtins__\b|\bimport\s+builtins\b|\bfrom\s+builtins\b|\bbuiltins\.", "touches builtins"),
+    (r"\b(cu|course_utils|checks)(\.\w+)+\s*=(?!=)", "replaces a course_utils checking helper"),
+    (r"^\s*def\s+(check_tensor|check_value|check_shape|raises)\s*\(", "redefines a checking helper"),
+    (r"^\s*(check_tensor|check_value|check_shape|raises)\s*=(?!=)", "redefines a checking helper"),
+    (r"__course_guard", "touches the grader's guard"),
+    (r"\bsys\.modules\b", "touches sys.modules"),
+    (r"\bsys\.(displayhook|excepthook|settrace|setprofile|stdout|stderr)\s*=(?!=)", "replaces a sys hook"),
+    (r"\b(ctypes|gc\.get_referrers|gc\.get_objects)\b", "uses ctypes or the garbage collector's object graph"),
+    (r"\b(sys\._getframe|inspect\.currentframe|f_back|f_globals|f_locals)\b", "inspects interpreter frames"),
+    (r"\.__class__\s*=(?!=)|\b__eq__\s*=(?!=)|\bdef\s+__eq__\s*\(", "overrides equality"),
+)
+
+#: string literals that look like paths outside the kernel's working directory
+PATH_LITERAL = re.compile(r"""(?P<q>['"])(?P<path>(/[A-Za-z0-9_.-]+|~|\.\./)[^'"\n]*)(?P=q)""")
+PRIVATE_NAMES = re.compile(r"""['"][^'"\n]*(gradebook|autograded|submitted|solutions|course-work)[^'"\n]*['"]""")
+
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One suspicious thing in a cell."""
+
+    cell_index: int
+    reason: str
+    excerpt: str
+
+
+def scan(source: str, cell_index: int = 0) -> list[Finding]:
+    """Suspicious constructs in one cell's source."""
+    findings = []
+    code = _COMMENT.sub("", source)
+    for pattern, reason in CODE_PATTERNS:
+        m = re.search(pattern, code, flags=re.MULTILINE)
+        if m:
+            findings.append(Finding(cell_index, reason, _line_of(code, m.start())))
+    for m in PATH_LITERAL.finditer(code):
+        findings.append(Finding(cell_index, "uses a path outside its working directory", m.group(0)[:60]))
+        break
+    m = PRIVATE_NAMES.search(code)
+    if m:
+        findings.append(Finding(cell_index, "names the grader's private files", m.group(0)[:60]))
+    return findings
+
+
+def _line_of(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start : end if end != -1 else None].strip()[:80]
+
+
+#: What the guard watches: (module expression, attribute names). Evaluated in the kernel.
+WATCHED = {
+    "builtins": [
+        "isinstance", "issubclass", "type", "len", "abs", "all", "any", "sum", "min", "max",
+        "float", "int", "bool", "str", "repr", "getattr", "hasattr", "range", "zip", "print",
+        "AssertionError", "Exception", "__import__",
+    ],
+    "torch": ["allclose", "equal", "isclose", "eq", "ne", "all", "any", "tensor", "manual_seed", "is_tensor"],
+    "torch.Tensor": [
+        "__eq__", "__ne__", "__bool__", "__float__", "__int__", "__len__", "eq", "equal",
+        "allclose", "all", "any", "item", "tolist", "dtype", "shape", "device",
+    ],
+    "torch.testing": ["assert_close"],
+    "numpy": ["allclose", "array_equal", "isclose"],
+    "math": ["isclose"],
+    "course_utils": ["check_tensor", "check_value", "check_shape", "raises", "AnswerError"],
+    "course_utils.checks": [
+        "check_tensor", "check_value", "check_shape", "raises", "AnswerError",
+        "_isclose", "_equal", "_Tensor", "_tensor_type", "_nonzero", "_logical_not", "_check_type",
+    ],
+}
+
+
+def new_guard_name() -> str:
+    """A name for the guard no submission can know in advance."""
+    return f"__course_guard_{secrets.token_hex(6)}__"
+
+
+def install_code(name: str) -> str:
+    """Code run in a fresh kernel, before any learner code: remember what the tests rely on."""
+    return f'''
+def _course_guard_factory(watched):
+    import importlib, sys
+    def resolve(path):
+        head, *rest = path.split(".")
+        obj = importlib.import_module(head)
+        for part in rest:
+            try:
+                obj = importlib.import_module(obj.__name__ + "." + part)
+            except Exception:
+                obj = getattr(obj, part)
+        return obj
+    original = {{}}
+    for path, names in watched.items():
+        owner = resolve(path)
+        for attr in names:
+            original[(path, attr)] = (owner, getattr(owner, attr))
+    def check(nonce):
+        changed = []
+        for (path, attr), (owner, obj) in original.items():
+            if getattr(owner, attr, None) is not obj:
+                changed.append(path + "." + attr)
+            mod = sys.modules.get(path)
+            if mod is not None and "." not in path and mod is not owner:
+                changed.append("sys.modules[" + repr(path) + "]")
+        return ("ok:" if not changed else "tampered:") + nonce + ":" + ",".join(sorted(set(changed)))
+    return check
+import sys as _course_sys
+setattr(_course_sys, {name!r}, _course_guard_factory({WATCHED!r}))
+del _course_sys, _course_guard_factory
+'''
+
+
+def check_code(name: str, nonce: str) -> str:
+    """Code whose result (the cell's ``execute_result``) says whether anything was replaced."""
+    return f"__import__('sys').{name}({nonce!r})"
+
+
+def parse_check(text: str | None, nonce: str) -> tuple[bool, str]:
+    """(clean, what changed) from the guard's answer; a missing or forged answer is tampering."""
+    if not text:
+        return False, "the grader's guard did not answer (it was removed or replaced)"
+    value = text.strip().strip("'\"")
+    if value.startswith(f"ok:{nonce}:"):
+        return True, ""
+    if value.startswith(f"tampered:{nonce}:"):
+        return False, "replaced " + value.split(":", 2)[2]
+    return False, "the grader's guard gave a forged answer"
