@@ -85,7 +85,7 @@ def _score_table(reports) -> str:
 
 
 @cli.command()
-@click.argument("submissions", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("submissions", type=click.Path(exists=True, path_type=Path))
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"),
               show_default=True, help="Grading workspace: gradebook, autograded/, results/, feedback/.")
 @click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: sqlite in WORKDIR].")
@@ -94,19 +94,54 @@ def _score_table(reports) -> str:
               help="Device the notebooks run on.")
 @click.option("--timeout", "cell_timeout", type=int, default=60, show_default=True,
               help="Seconds one cell may run before it is stopped (that test scores 0).")
+@click.option("--memory-mb", type=int, default=2048, show_default=True,
+              help="Address-space cap of each kernel (0: none).")
+@click.option("--no-sandbox", is_flag=True, help="Do not use bubblewrap even where it works.")
+@click.option("--chapter", default=None, help="Chapter of an LMS zip (guessed from file names).")
 @click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
 def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None, device: str,
-          cell_timeout: int, force: bool) -> None:
-    """Auto-grade SUBMISSIONS (<student>/<chapter>/<notebook>.ipynb) into the gradebook."""
-    from grader import export
+          cell_timeout: int, memory_mb: int, no_sandbox: bool, chapter: str | None, force: bool) -> None:
+    """Auto-grade SUBMISSIONS into the gradebook.
+
+    SUBMISSIONS is a folder laid out <student>/<chapter>/<notebook>.ipynb, or a zip
+    downloaded from Canvas or Moodle.
+    """
+    from tqdm import tqdm
+
+    from grader import export, report
     from grader import grade as mod
+    from grader.sandbox import isolation_summary
+
+    click.echo(f"isolation: {isolation_summary() if not no_sandbox else 'sandbox disabled'}", err=True)
+    counts: dict[str, int] = {}
+    bar = tqdm(desc="grading", unit="nb", file=sys.stderr, disable=None)
+
+    def progress(r) -> None:
+        for t in r.tests:
+            counts[t["status"]] = counts.get(t["status"], 0) + 1
+        bar.update(1)
+        bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
     reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
-                       cell_timeout=cell_timeout, force=force)
+                       cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
+                       chapter=chapter, force=force, on_progress=progress, on_start=lambda n: setattr(bar, "total", n))
+    bar.close()
     click.echo(_score_table(reports))
     url = db_url or mod.Workspace(workdir).default_db_url()
     csv_path = export.write_grades_csv(url, workdir / "grades.csv")
-    click.echo(f"\n{len(reports)} submission(s); grades written to {csv_path}")
+    report_path = report.main(workdir)
+    click.echo(f"\n{len(reports)} submission(s); grades in {csv_path}; class report in {report_path}")
+
+
+@cli.command("report")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
+def report_cmd(workdir: Path) -> None:
+    """Write the class report: pass rate per test (hardest first), score histogram, flags."""
+    from grader import report
+
+    path = report.main(workdir)
+    click.echo(path.read_text(encoding="utf-8").split("## Scores")[0])
+    click.echo(f"report written to {path}")
 
 
 @cli.command("export")

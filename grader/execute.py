@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
@@ -99,6 +100,35 @@ def _has_timeout_error(cell: NotebookNode) -> bool:
     )
 
 
+def _client_class():
+    from jupyter_core.utils import run_sync
+    from nbclient import NotebookClient
+
+    class TimeoutAwareClient(NotebookClient):
+        """nbclient answers a timed-out cell with an error *reply* but adds no error
+        *output*; this client remembers the timeout and writes the output itself, so that
+        a cell stopped mid-way can never look like a pass."""
+
+        timed_out = False
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            self.timed_out = True
+            return await super()._async_handle_timeout(timeout, cell)
+
+        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+            self.timed_out = False
+            cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            if self.timed_out and not _has_timeout_error(cell):
+                cell.outputs.append(
+                    nbformat.v4.new_output("error", ename=TIMEOUT_ENAME, evalue=self.error_on_timeout["evalue"], traceback=[])
+                )
+            return cell
+
+        execute_cell = run_sync(async_execute_cell)
+
+    return TimeoutAwareClient
+
+
 def _result_text(cell: NotebookNode) -> str | None:
     for out in cell.get("outputs", []):
         if out.get("output_type") == "execute_result":
@@ -110,8 +140,6 @@ class _Runner:
     """One submission's execution across as many kernels as it needs."""
 
     def __init__(self, nb: NotebookNode, options: ExecOptions, work: str):
-        from nbclient import NotebookClient
-
         self.nb, self.options, self.work = nb, options, work
         self.home = os.path.join(work, "home")
         self.runtime = os.path.join(work, "runtime")
@@ -119,7 +147,7 @@ class _Runner:
         os.makedirs(self.runtime)
         self.result = Execution(nb=nb)
         self.guard = integrity.new_guard_name()
-        self.client = NotebookClient(
+        self.client = _client_class()(
             nb,
             timeout=options.cell_timeout,
             startup_timeout=options.startup_timeout,

@@ -13,6 +13,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from nbgrader.preprocessors import OverwriteCells
 from grader import cells, pipeline, project
 from grader import gradebook as gbmod
 from grader.execute import ExecOptions, execute
-from grader.intake import Submission, discover
+from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding, scan
 from grader.release import build_release
 from grader.scoring import PASSED, TestResult, score
@@ -116,9 +117,16 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     from papermill.parameterize import parameterize_notebook
 
     release_meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
+    release_ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
+    pairs, answer = {}, None
+    for c in release.cells:
+        if cells.is_solution(c):
+            answer = cells.grade_id(c)
+        elif cells.is_test(c) and answer:
+            pairs[cells.grade_id(c)] = answer
     resources = {
         "nbgrader": {"notebook": notebook, "assignment": chapter, "db_url": db_url},
-        "course": {"release_meta": release_meta},
+        "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs},
     }
     nb, _ = pipeline.run(
         pipeline.SANITIZE, nb, resources, config={OverwriteCells: {"add_missing_cells": True}}
@@ -208,12 +216,15 @@ def main(
     isolate: bool = True,
     force: bool = False,
     solutions_dir: Path = project.SOLUTIONS,
+    chapter: str | None = None,
     on_progress: Callable[[Report], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[Report]:
     """Grade every submission under ``submissions`` into ``workdir``.
 
     Args:
-        submissions: folder laid out ``<student>/<chapter>/<notebook>.ipynb``.
+        submissions: folder laid out ``<student>/<chapter>/<notebook>.ipynb``, or a zip
+            downloaded from Canvas or Moodle (see :func:`grader.intake.extract_lms_zip`).
         workdir: the grading workspace (gradebook, autograded/, results/, feedback/).
         db_url: SQLAlchemy URL of the gradebook; ``sqlite:///<workdir>/gradebook.db`` by default.
         jobs: submissions executed at once (default: the number of CPUs).
@@ -224,7 +235,9 @@ def main(
         isolate: run kernels in a bubblewrap sandbox where the machine allows it.
         force: re-grade submissions whose result is already recorded.
         solutions_dir: where the chapters' source notebooks are.
-        on_progress: called with each finished :class:`Report`.
+        chapter: the chapter an LMS zip is for (guessed from file names when None).
+        on_progress: called with each :class:`Report` of a submission that was executed.
+        on_start: called with the number of submissions about to be executed.
 
     Returns:
         One :class:`Report` per status line, sorted by student and chapter.
@@ -236,6 +249,14 @@ def main(
     chapters = project.chapters(solutions_dir)
     sources = {c: project.source_notebook(c, solutions_dir) for c in chapters}
     expected = {c: p.name for c, p in sources.items()}
+    intake_notes: list[str] = []
+    if submissions.is_file():  # an LMS download
+        unpacked = ws.root / "intake" / submissions.stem
+        shutil.rmtree(unpacked, ignore_errors=True)
+        intake_notes = extract_lms_zip(submissions, unpacked, expected, chapter)
+        for note in intake_notes:
+            log.warning("%s: %s", submissions.name, note)
+        submissions = unpacked
     found = discover(submissions, expected)
 
     reports: list[Report] = []
@@ -282,6 +303,8 @@ def main(
         todo.append((sub, nbformat.writes(prepared), fp, options, findings))
 
     jobs = max(1, jobs or os.cpu_count() or 1)
+    if on_start:
+        on_start(len(todo))
     for sub, fp, outcome in _execute_all(todo, jobs):
         report = _record(ws, sub, fp, outcome, db_url, sources[sub.chapter])
         reports.append(report)

@@ -65,12 +65,106 @@ def discover(root: Path, expected: dict[str, str]) -> list[Submission]:
 def _one(student: str, chapter_dir: Path, name: str) -> Submission:
     chapter = chapter_dir.name
     exact = chapter_dir / name
-    if exact.is_file():
-        return Submission(student, chapter, exact)
     notebooks = sorted(p for p in chapter_dir.glob("*.ipynb") if not p.name.startswith("."))
-    if len(notebooks) == 1:
-        return Submission(student, chapter, notebooks[0], note=f"graded {notebooks[0].name} (expected {name})")
+    if exact.is_file() or len(notebooks) == 1:
+        path = exact if exact.is_file() else notebooks[0]
+        notes = [] if path == exact else [f"graded {path.name} (expected {name})"]
+        extra = sorted(p.name for p in chapter_dir.iterdir() if p != path and not p.name.startswith("."))
+        if extra:
+            notes.append(f"ignored {len(extra)} other file(s): {', '.join(extra[:5])}")
+        return Submission(student, chapter, path, note="; ".join(notes) or None)
     if not notebooks:
         return Submission(student, chapter, None, problem=f"no notebook: expected {name}")
     names = ", ".join(p.name for p in notebooks)
     return Submission(student, chapter, None, problem=f"{len(notebooks)} notebooks ({names}), none named {name}")
+
+
+# --- LMS downloads ---------------------------------------------------------------------
+
+#: Canvas: ``doejane_12345_67890_tensors.ipynb`` (``doejane_LATE_12345_67890_tensors-1.ipynb``).
+CANVAS_RE = re.compile(r"^(?P<name>[a-z0-9]+)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
+#: Moodle: ``Jane Doe_12345_assignsubmission_file_/tensors.ipynb`` or the same without the slash.
+MOODLE_RE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_file_/?(?P<file>.*)$")
+
+MAX_MEMBERS = 5000
+MAX_BYTES = 512 * 2**20
+
+
+def _student_id(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip()).strip("_").lower() or "unknown"
+
+
+def parse_lms_name(member: str) -> tuple[str, str] | None:
+    """(student id, original file name) of a file in a Canvas or Moodle download, or None."""
+    m = MOODLE_RE.match(member)
+    if m:
+        return _student_id(f"{m['name']}_{m['uid']}"), Path(m["file"]).name
+    base = Path(member).name
+    m = CANVAS_RE.match(base)
+    if m:
+        return _student_id(m["name"]), m["file"]
+    return None
+
+
+def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapter: str | None = None) -> list[str]:
+    """Unpack an LMS download into ``dest/<student>/<chapter>/<notebook>``.
+
+    Args:
+        zip_path: the zip the LMS produced (Canvas or Moodle naming).
+        dest: an empty folder to unpack into (the layout :func:`discover` reads).
+        expected: chapter -> notebook file name.
+        chapter: the chapter these submissions are for; guessed from the file names when None.
+
+    Returns:
+        Notes on files that were skipped (not a notebook, unknown naming, unsafe path).
+
+    Raises:
+        SubmissionError: when the file is not a zip, is too large, or the chapter is unclear.
+    """
+    import zipfile
+
+    from grader.exceptions import SubmissionError
+
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SubmissionError(f"{zip_path} is not a readable zip file ({exc})") from None
+    notes: list[str] = []
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_MEMBERS or sum(m.file_size for m in members) > MAX_BYTES:
+            raise SubmissionError(f"{zip_path} is too large to be a class's submissions")
+        by_file = {name: ch for ch, name in expected.items()}
+        picked: list[tuple[zipfile.ZipInfo, str, str]] = []
+        for member in members:
+            name = member.filename
+            if name.startswith("/") or ".." in Path(name).parts or (member.external_attr >> 16) & 0o170000 == 0o120000:
+                notes.append(f"skipped {name!r}: unsafe path")
+                continue
+            parsed = parse_lms_name(name)
+            if parsed is None:
+                notes.append(f"skipped {name!r}: not named as Canvas or Moodle name submissions")
+                continue
+            student, original = parsed
+            if not original.endswith(".ipynb"):
+                notes.append(f"skipped {name!r}: not a notebook")
+                continue
+            picked.append((member, student, original))
+        if chapter is None:
+            guesses = {by_file.get(re.sub(r"-\d+(?=\.ipynb$)", "", orig)) for _, _, orig in picked} - {None}
+            if len(guesses) != 1:
+                raise SubmissionError(
+                    f"cannot tell which chapter {zip_path.name} is for", hint="pass --chapter NN_name"
+                )
+            chapter = guesses.pop()
+        taken: set[str] = set()
+        for member, student, original in picked:
+            if student in taken:
+                notes.append(f"skipped {member.filename!r}: a second notebook from {student}")
+                continue
+            taken.add(student)
+            target = dest / student / chapter / original
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as src:
+                target.write_bytes(src.read(MAX_BYTES))
+    return notes

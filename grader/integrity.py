@@ -28,9 +28,10 @@ CODE_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"__course_guard", "touches the grader's guard"),
     (r"\bsys\.modules\b", "touches sys.modules"),
     (r"\bsys\.(displayhook|excepthook|settrace|setprofile|stdout|stderr)\s*=(?!=)", "replaces a sys hook"),
-    (r"\b(ctypes|gc\.get_referrers|gc\.get_objects)\b", "uses ctypes or the garbage collector's object graph"),
+    (r"\bgc\.(get_referrers|get_referents|get_objects)\b", "walks the garbage collector's object graph"),
     (r"\b(sys\._getframe|inspect\.currentframe|f_back|f_globals|f_locals)\b", "inspects interpreter frames"),
     (r"\.__class__\s*=(?!=)|\b__eq__\s*=(?!=)|\bdef\s+__eq__\s*\(", "overrides equality"),
+    (r"\bclass\s+\w+\s*\(\s*(torch\.)?Tensor\s*\)|\.as_subclass\s*\(", "makes a tensor subclass"),
 )
 
 #: string literals that look like paths outside the kernel's working directory
@@ -79,7 +80,9 @@ WATCHED = {
         "float", "int", "bool", "str", "repr", "getattr", "hasattr", "range", "zip", "print",
         "AssertionError", "Exception", "__import__",
     ],
-    "torch": ["allclose", "equal", "isclose", "eq", "ne", "all", "any", "tensor", "manual_seed", "is_tensor"],
+    # not manual_seed: importing torch._dynamo (the first optimizer, some meta-device ops)
+    # legitimately wraps it
+    "torch": ["allclose", "equal", "isclose", "eq", "ne", "all", "any", "tensor", "is_tensor"],
     "torch.Tensor": [
         "__eq__", "__ne__", "__bool__", "__float__", "__int__", "__len__", "eq", "equal",
         "allclose", "all", "any", "item", "tolist", "dtype", "shape", "device",
@@ -132,6 +135,9 @@ def _course_guard_factory(watched):
 import sys as _course_sys
 setattr(_course_sys, {name!r}, _course_guard_factory({WATCHED!r}))
 del _course_sys, _course_guard_factory
+import random as _r, numpy as _np, torch as _t
+_r.seed(0); _np.random.seed(0); _t.manual_seed(0)
+del _r, _np, _t
 '''
 
 

@@ -14,14 +14,20 @@ from nbgrader.preprocessors import (
     ClearOutput,
     ClearSolutions,
     ComputeChecksums,
-    DeduplicateIds,
     LockCells,
     OverwriteCells,
     OverwriteKernelspec,
     SaveCells,
 )
 
-from grader.preprocessors import AddColabBadge, MarkExerciseCells, RecognizeCells, StripMetadata
+from grader.preprocessors import (
+    AddColabBadge,
+    DeduplicateCells,
+    MarkExerciseCells,
+    OrderTestCells,
+    RecognizeCells,
+    StripMetadata,
+)
 
 Step = type[Preprocessor]
 
@@ -47,13 +53,15 @@ RELEASE: tuple[Step, ...] = (
 
 #: A submission before it runs: nbgrader's autograde sanitising steps, with cells whose
 #: metadata an editor dropped recognised first by their markers (so that duplicates are
-#: resolved and test cells restored from the gradebook for them too).
+#: resolved and test cells restored from the gradebook for them too), and test cells a
+#: learner moved above their answers put back below them.
 SANITIZE: tuple[Step, ...] = (
     ClearOutput,
     RecognizeCells,
-    DeduplicateIds,
+    DeduplicateCells,
     OverwriteKernelspec,
     OverwriteCells,
+    OrderTestCells,
     CheckCellMetadata,
 )
 

@@ -7,6 +7,7 @@ from typing import Any
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell
+from nbgrader.preprocessors import DeduplicateIds
 from traitlets import List, Unicode
 
 from grader import cells
@@ -97,21 +98,59 @@ class RecognizeCells(Preprocessor):
     """
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
-        release_meta = resources.get("course", {}).get("release_meta", {})
+        course = resources.get("course", {})
+        release_meta = course.get("release_meta", {})
         found = cells.marker(cell)
-        if found is None:
+        if found is not None:
+            gid = found[1]
+        elif not cells.nbgrader_meta(cell) and cell.get("id") in course.get("release_ids", {}):
+            gid = course["release_ids"][cell["id"]]  # marker line deleted, cell id kept
+        else:
             return cell, resources
-        _, gid = found
         wanted = release_meta.get(gid)
         if wanted is None:
             return cell, resources
         current = cells.nbgrader_meta(cell)
-        if current.get("grade_id") != gid or any(current.get(k) != wanted.get(k) for k in ("grade", "solution", "locked", "points")):
-            self.log.info("restored nbgrader metadata of cell %s from its marker", gid)
+        keys = ("grade", "solution", "locked", "points")
+        if current.get("grade_id") != gid or any(current.get(k) != wanted.get(k) for k in keys):
+            self.log.info("restored nbgrader metadata of cell %s", gid)
             cells.set_nbgrader_meta(cell, wanted)
             if cell.cell_type != "code":
                 cell.cell_type = "code"
                 cell.outputs = []
                 cell.execution_count = None
                 cell.pop("attachments", None)
+        return cell, resources
+
+
+class OrderTestCells(Preprocessor):
+    """Put a test cell the learner moved above its answer cell back below it.
+
+    ``resources["course"]["pairs"]`` maps each test's grade_id to its answer's grade_id.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        pairs = resources.get("course", {}).get("pairs", {})
+        for test_id, answer_id in pairs.items():
+            ids = [cells.grade_id(c) for c in nb.cells]
+            if test_id not in ids or answer_id not in ids:
+                continue
+            t = ids.index(test_id)
+            a = len(ids) - 1 - ids[::-1].index(answer_id)  # the last copy of the answer
+            if t < a:
+                self.log.info("moved test cell %s below its answer cell", test_id)
+                cell = nb.cells.pop(t)
+                nb.cells.insert(a, cell)  # a shifted down by one: this lands right after it
+        return nb, resources
+
+
+class DeduplicateCells(DeduplicateIds):
+    """nbgrader's DeduplicateIds (the last copy of a duplicated cell keeps its role), but an
+    earlier copy loses its ``nbgrader`` key entirely: nbgrader's own OverwriteCells fails on
+    the empty dict that DeduplicateIds leaves behind."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if cell.get("metadata", {}).get("nbgrader", None) == {}:
+            del cell.metadata["nbgrader"]
         return cell, resources

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from nbformat import NotebookNode
 
 from grader import cells
-from grader.execute import Execution
+from grader.execute import TIMEOUT_ENAME, Execution
 from grader.integrity import Finding
 
 MAX_REASON = 400
@@ -86,12 +86,13 @@ def score(execution: Execution, findings: list[Finding] = ()) -> list[TestResult
         error = _first_error(cell)
         if execution.error is not None:
             status, reason = NOT_RUN, f"the notebook could not be run: {execution.error}"
-        elif index in execution.tampered:
-            status, reason = FLAGGED, f"tampering: the code {execution.tampered[index]}"
         elif index in flags:
             status, reason = FLAGGED, flags[index]
+        elif index in execution.tampered:
+            status, reason = FLAGGED, f"tampering: the code {execution.tampered[index]}"
         elif index in execution.timed_out:
-            status, reason = TIMED_OUT, str(error.get("evalue", "")) if error else "timed out"
+            stop = next((o for o in cell.get("outputs", []) if o.get("ename") == TIMEOUT_ENAME), None)
+            status, reason = TIMED_OUT, str(stop.get("evalue", "")) if stop else "timed out"
         elif index in execution.died:
             status, reason = KERNEL_DIED, "the kernel died while running this test (a crash, os._exit or a memory bomb)"
         elif execution.not_run_from is not None and index >= execution.not_run_from:

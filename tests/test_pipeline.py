@@ -29,8 +29,9 @@ def test_sanitize_order():
     assert names(pipeline.SANITIZE) == [
         "ClearOutput",
         "RecognizeCells",  # metadata back before duplicates are resolved and cells restored
-        "DeduplicateIds",
+        "DeduplicateCells",  # nbgrader's DeduplicateIds, minus the empty dict it leaves
         "OverwriteKernelspec",
         "OverwriteCells",
+        "OrderTestCells",  # after restoring, so restored test cells are placed too
         "CheckCellMetadata",
     ]

@@ -74,3 +74,15 @@ def test_a_notebook_without_parameters_cell_is_an_error(mini_solutions):
     edit(mini_solutions, lambda nb: nb.cells[1].metadata.pop("tags"))
     (result,) = run(mini_solutions, modes=("solution",))
     assert result.failures == [f"{mini_solutions}/00_mini/mini.ipynb: no cell tagged 'parameters'"]
+
+
+def test_tests_that_never_ran_are_reported_as_not_run_not_as_vacuous(mini_solutions):
+    edit(mini_solutions, lambda nb: setattr(nb.cells[4], "source", "raise ValueError('the demo broke')"))
+    (result,) = run(mini_solutions, modes=("release",))
+    assert not result.ok
+    assert "is not an exercise but raised ValueError: the demo broke" in result.failures[0]
+    assert result.failures[1:] == [
+        "notebooks/00_mini/mini.ipynb: execution stopped before 4 test part(s) ran (test_ex1_double (visible),"
+        " test_ex1_double (hidden), test_ex2_row_sums (visible), test_ex2_row_sums (hidden)): fix the error"
+        " above, then they are checked"
+    ]

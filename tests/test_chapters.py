@@ -1,0 +1,185 @@
+"""The real chapters: their shape, both executions, and grading of right and wrong answers."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import run_notebooks as runner
+
+from grader import cells, grade, project, samples
+from grader.release import read
+
+CHAPTERS = project.chapters()
+WRONG = Path(__file__).parent / "fixtures" / "wrong_answers"
+EXERCISE_RE = re.compile(r"^##+ Exercise (\d+)\b.*\((\d+) points?\)", re.MULTILINE)
+
+
+def source(chapter: str):
+    return read(project.source_notebook(chapter))
+
+
+def exercises(nb) -> list[tuple[object, object]]:
+    """(answer cell, test cell) pairs in order."""
+    pairs, answer = [], None
+    for c in nb.cells:
+        if cells.is_solution(c):
+            answer = c
+        elif cells.is_test(c):
+            pairs.append((answer, c))
+            answer = None
+    return pairs
+
+
+def test_there_are_eight_chapters():
+    assert CHAPTERS == [
+        "01_tensors", "02_dtypes", "03_numpy_bridge", "04_reshape_indexing",
+        "05_broadcasting", "06_autograd", "07_devices", "08_training_loop",
+    ]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_parameters_cell_declares_device_seed_fast(chapter):
+    nb = source(chapter)
+    i = cells.parameters_cell_index(nb)
+    assert i is not None, "no cell tagged 'parameters'"
+    ns: dict = {}
+    exec(cells.source_text(nb.cells[i]), ns)
+    assert (ns["DEVICE"], ns["SEED"], ns["FAST"]) == ("auto", 0, False)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_setup_cell_pins_this_release_on_colab_and_is_a_no_op_elsewhere(chapter, monkeypatch):
+    nb = source(chapter)
+    setup = cells.source_text(nb.cells[cells.parameters_cell_index(nb) + 1])
+    pin = f"pytorch-foundations @ git+{project.repository_url()}@v{project.version()}"
+    assert pin in setup and "cu.setup(seed=SEED, device=DEVICE)" in setup
+    calls = []
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(setup, {"SEED": 0, "DEVICE": "cpu"})
+    assert calls == [], "the setup cell installed something outside Colab"
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    exec(setup, {"SEED": 0, "DEVICE": "cpu"})
+    assert len(calls) == 1 and pin in calls[0][0]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_exercises_are_complete_and_points_add_up(chapter):
+    nb = source(chapter)
+    pairs = exercises(nb)
+    assert 5 <= len(pairs) <= 8, f"{len(pairs)} exercises"
+    stated = {int(n): int(p) for n, p in EXERCISE_RE.findall("\n".join(cells.source_text(c) for c in nb.cells if c.cell_type == "markdown"))}
+    for k, (answer, test) in enumerate(pairs, start=1):
+        gid = cells.grade_id(test)
+        assert answer is not None, f"{gid}: no answer cell before it"
+        assert cells.is_locked(test), f"{gid} is not locked"
+        assert cells.BEGIN_HIDDEN in cells.source_text(test), f"{gid} has no hidden tests"
+        assert cells.BEGIN_SOLUTION in cells.source_text(answer), f"{cells.grade_id(answer)} has no solution region"
+        assert stated.get(k) == int(cells.points(test)), f"exercise {k}: the statement says {stated.get(k)} points, the test gives {cells.points(test)}"
+    total = sum(cells.points(t) for _, t in pairs)
+    assert total % 10 == 0, f"points add up to {total}, not a round number"
+
+
+@pytest.fixture(scope="module")
+def executions(tmp_path_factory):
+    report = tmp_path_factory.mktemp("ci-report")
+    results = runner.run(CHAPTERS, ["solution", "release"], fast=True, jobs=2, report_dir=report)
+    return {(r.chapter, r.mode): r for r in results}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["solution", "release"])
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_executes_as_promised(executions, chapter, mode):
+    """Solution: runs clean. Release: every visible and hidden test part fails on the stub."""
+    result = executions[(chapter, mode)]
+    assert result.ok, "\n".join(result.failures)
+    assert result.code_cells_run > 5
+
+
+def wrong_cases() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted(WRONG.glob("*.json")):
+        for case in json.loads(path.read_text()):
+            out.append((path.stem, case))
+    return out
+
+
+@pytest.fixture(scope="module")
+def class_batch(tmp_path_factory):
+    """One grading batch: a perfect and an untouched submission for every chapter, the
+    demo's partial and syntax-error students for chapter 01, and every wrong answer."""
+    subs = tmp_path_factory.mktemp("subs")
+    expected = {}
+    for chapter in CHAPTERS:
+        name = project.source_notebook(chapter).name
+        ids = samples.answer_ids(chapter)
+        plans = {"perfect": dict.fromkeys(ids, samples.SOLUTION), "untouched": {}}
+        for student, answers in plans.items():
+            path = subs / student / chapter / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    samples.write_samples(subs / "_demo", ["01_tensors"])
+    for student in ("bob", "dave"):
+        (subs / student).mkdir()
+        (subs / "_demo" / student / "01_tensors").rename(subs / student / "01_tensors")
+    # each wrong answer in a submission of its own, the other exercises solved
+    for k, (chapter, case) in enumerate(wrong_cases()):
+        answers = dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION)
+        answers[case["grade_id"]] = case["source"]
+        path = subs / f"wrong{k:02d}" / chapter / project.source_notebook(chapter).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+        expected[f"wrong{k:02d}"] = (chapter, case)
+    import shutil
+
+    shutil.rmtree(subs / "_demo")
+    reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2)
+    return {(r.student, r.chapter): r for r in reports}, expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_solution_scores_full_and_the_release_zero(class_batch, chapter):
+    reports, _ = class_batch
+    perfect, untouched = reports[("perfect", chapter)], reports[("untouched", chapter)]
+    failed = [(t["grade_id"], t["reason"]) for t in perfect.tests if t["status"] != "passed"]
+    assert perfect.score == perfect.max_score > 0, failed
+    assert untouched.score == 0 and untouched.status == "graded"
+
+
+@pytest.mark.slow
+def test_demo_partial_and_syntax_error_students(class_batch):
+    reports, _ = class_batch
+    bob, dave = reports[("bob", "01_tensors")], reports[("dave", "01_tensors")]
+    assert 0 < bob.score < bob.max_score
+    assert dave.score == 0
+    assert any("SyntaxError" in t["reason"] or "not defined" in t["reason"] for t in dave.tests)
+
+
+def _test_of(chapter: str, answer_id: str) -> str:
+    for answer, test in exercises(source(chapter)):
+        if cells.grade_id(answer) == answer_id:
+            return cells.grade_id(test)
+    raise KeyError(answer_id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
+def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(class_batch, case_index):
+    reports, expected = class_batch
+    student = f"wrong{case_index:02d}"
+    chapter, case = expected[student]
+    report = reports[(student, chapter)]
+    target = _test_of(chapter, case["grade_id"])
+    verdict = next(t for t in report.tests if t["grade_id"] == target)
+    assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target}"
+    assert re.search(case["message"], verdict["reason"]), f"reason {verdict['reason']!r} does not match {case['message']!r}"
+    assert 0 < report.score < report.max_score, "a single wrong answer must give a partial score"
