@@ -190,10 +190,13 @@ class _Runner:
         saved = self.client.timeout
         if timeout is not None:
             self.client.timeout = timeout
+        # nbclient stores the executed cell at its index: give it a slot of its own
+        self.nb.cells.append(cell)
         try:
-            self.client.execute_cell(cell, 0)
+            self.client.execute_cell(cell, len(self.nb.cells) - 1)
         finally:
             self.client.timeout = saved
+            self.nb.cells.pop()
         return cell
 
     def run(self) -> Execution:

@@ -53,7 +53,8 @@ BEHAVIOURS = {
     "patch_checks": ("import course_utils as cu\ncu.check_tensor = lambda *a, **k: None\n\ndef double(x):\n    return x", 0, "flagged", "replaces a course_utils checking helper"),
     "redefine_check": ("def check_tensor(*args, **kwargs):\n    pass\n\ndef double(x):\n    return x", 6, "flagged", "redefines a checking helper"),
     "patch_allclose": ("import torch\ntorch.allclose = lambda *a, **k: True\n\ndef double(x):\n    return x", 0, "flagged", "assigns to an attribute of torch"),
-    "patch_builtins": ("import builtins\nbuiltins.isinstance = lambda *a: True\n\ndef double(x):\n    return x", 0, "flagged", "touches builtins"),
+    # this patch hangs the kernel itself: the cell times out, a fresh kernel runs the rest
+    "patch_builtins": ("import builtins\nbuiltins.isinstance = lambda *a: True\n\ndef double(x):\n    return x", 6, "flagged", "touches builtins"),
     "hidden_patch": (
         "import importlib\n_m = importlib.import_module('course_utils.checks')\n"
         "vars(_m)['check_tensor'] = lambda *a, **k: None\n\ndef double(x):\n    return x",

@@ -154,4 +154,6 @@ def test_a_manual_grade_survives_regrading(graded):
 def test_results_are_written_as_json_per_submission(graded):
     data = json.loads((graded["work"] / "results" / "alice" / f"{CH}.json").read_text())
     assert data["status"] == "graded" and data["score"] == 10.0 and len(data["fingerprint"]) == 32
-    assert nbformat.read(str(graded["work"] / "autograded" / "alice" / CH / "mini.ipynb"), as_version=4).cells
+    autograded = nbformat.read(str(graded["work"] / "autograded" / "alice" / CH / "mini.ipynb"), as_version=4)
+    assert autograded.cells[0].source.startswith("[![Open In Colab]"), "the notebook's own cells are intact"
+    assert not any("__course_guard" in c.source for c in autograded.cells), "grader probes leave no trace"
