@@ -14,21 +14,36 @@ __all__ = [
     "check_shape",
     "check_tensor",
     "check_value",
+    "draw_graph",
+    "graph_nodes",
     "in_colab",
     "is_grading",
     "pick_device",
     "raises",
     "setup",
+    "show_broadcast",
     "show_grid",
+    "show_mask",
+    "show_strides",
 ]
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    # Plot helpers import matplotlib, which costs ~0.3 s: load them only when used.
-    if name == "show_grid":
-        from course_utils.plots import show_grid
+_LAZY = {
+    "show_grid": "course_utils.plots",
+    "show_strides": "course_utils.pictures",
+    "show_broadcast": "course_utils.pictures",
+    "show_mask": "course_utils.pictures",
+    "draw_graph": "course_utils.graph",
+    "graph_nodes": "course_utils.graph",
+}
 
-        return show_grid
+
+def __getattr__(name: str):
+    # Picture helpers import matplotlib, which costs ~0.3 s: load them only when used.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'course_utils' has no attribute {name!r}")

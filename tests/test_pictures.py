@@ -107,8 +107,9 @@ def test_slice_shows_offset_and_unused_storage():
         torch.arange(6).reshape(2, 3)[:, 1],
         torch.tensor([True, False, True]),
         torch.zeros(3, 1).expand(3, 5),
+        torch.ones(2, 3, requires_grad=True).T,
     ],
-    ids=["0-d", "1-d", "permuted-3d", "column", "bool", "expand"],
+    ids=["0-d", "1-d", "permuted-3d", "column", "bool", "expand", "requires-grad"],
 )
 def test_offsets_match_as_strided_for_any_layout(t):
     fig = show_strides(t)
