@@ -99,8 +99,11 @@ def _score_table(reports) -> str:
 @click.option("--no-sandbox", is_flag=True, help="Do not use bubblewrap even where it works.")
 @click.option("--chapter", default=None, help="Chapter of an LMS zip (guessed from file names).")
 @click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
+@click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Folder of the chapters' source notebooks [default: this course's solutions/].")
 def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None, device: str,
-          cell_timeout: int, memory_mb: int, no_sandbox: bool, chapter: str | None, force: bool) -> None:
+          cell_timeout: int, memory_mb: int, no_sandbox: bool, chapter: str | None, force: bool,
+          solutions_dir: Path | None) -> None:
     """Auto-grade SUBMISSIONS into the gradebook.
 
     SUBMISSIONS is a folder laid out <student>/<chapter>/<notebook>.ipynb, or a zip
@@ -124,7 +127,8 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None
 
     reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
                        cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
-                       chapter=chapter, force=force, on_progress=progress, on_start=lambda n: setattr(bar, "total", n))
+                       chapter=chapter, force=force, on_progress=progress, on_start=lambda n: setattr(bar, "total", n),
+                       **({"solutions_dir": solutions_dir} if solutions_dir else {}))
     bar.close()
     click.echo(_score_table(reports))
     url = db_url or mod.Workspace(workdir).default_db_url()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -157,3 +158,41 @@ def test_results_are_written_as_json_per_submission(graded):
     autograded = nbformat.read(str(graded["work"] / "autograded" / "alice" / CH / "mini.ipynb"), as_version=4)
     assert autograded.cells[0].source.startswith("[![Open In Colab]"), "the notebook's own cells are intact"
     assert not any("__course_guard" in c.source for c in autograded.cells), "grader probes leave no trace"
+
+
+def test_a_killed_batch_resumes_to_the_same_grades(graded, tmp_path):
+    """Kill the grader (and its kernels) mid-batch, run it again: same grades as uninterrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    subs = tmp_path / "subs"
+    for student in ("alice", "bob", "carol", "dave", "erin", "frank"):
+        shutil.copytree(graded["subs"] / student, subs / student)
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "grader.cli", "grade", str(subs), "--workdir", str(work), "--jobs", "1",
+           "--solutions", str(graded["solutions"])]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list((work / "results").glob("*/*.json"))) < 2:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(list((work / "results").glob("*/*.json")))
+    assert 2 <= done_before < 6, "the kill did not land mid-batch"
+    again = grade.main(subs, work, jobs=2, solutions_dir=graded["solutions"])
+    assert sum(r.cached for r in again) == done_before
+    assert {r.student: r.score for r in again} == {s: graded["reports"][s].score for s in subs.iterdir() for s in [s.name]}
+
+
+def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
+    import zipfile
+
+    zp = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(zp, "w") as z:
+        z.write(graded["subs"] / "alice" / CH / "mini.ipynb", "alicesmith_11_21_mini.ipynb")
+        z.write(graded["subs"] / "bob" / CH / "mini.ipynb", "bobjones_LATE_12_22_mini-1.ipynb")
+        z.writestr("bobjones_12_23_notes.txt", "extra")
+    reports = {r.student: r for r in grade.main(zp, tmp_path / "w", jobs=2, solutions_dir=graded["solutions"])}
+    assert {s: r.score for s, r in reports.items()} == {"alicesmith": 10.0, "bobjones": 4.0}

@@ -1,0 +1,70 @@
+"""grader.intake: folders and LMS downloads become <student>/<chapter>/<notebook> submissions."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from grader.exceptions import SubmissionError
+from grader.intake import discover, extract_lms_zip, parse_lms_name
+
+EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
+
+
+@pytest.mark.parametrize(
+    ("member", "parsed"),
+    [
+        ("doejane_12345_67890_tensors.ipynb", ("doejane", "tensors.ipynb")),
+        ("doejane_LATE_12345_67890_tensors-1.ipynb", ("doejane", "tensors-1.ipynb")),
+        ("Jane Doe_4242_assignsubmission_file_/tensors.ipynb", ("jane_doe_4242", "tensors.ipynb")),
+        ("Jane Doe_4242_assignsubmission_file_tensors.ipynb", ("jane_doe_4242", "tensors.ipynb")),
+        ("random.ipynb", None),
+    ],
+)
+def test_canvas_and_moodle_names(member, parsed):
+    assert parse_lms_name(member) == parsed
+
+
+def make_zip(path, members):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_a_canvas_zip_unpacks_per_student_and_skips_what_it_must(tmp_path):
+    zp = make_zip(tmp_path / "subs.zip", {
+        "doejane_1_2_tensors.ipynb": "{}",
+        "smithbob_LATE_3_4_tensors-1.ipynb": "{}",
+        "smithbob_3_5_notes.txt": "hi",
+        "../evil_5_6_tensors.ipynb": "{}",
+        "README.txt": "hello",
+    })
+    dest = tmp_path / "out"
+    notes = extract_lms_zip(zp, dest, EXPECTED)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*.ipynb")) == [
+        "doejane/01_tensors/tensors.ipynb", "smithbob/01_tensors/tensors-1.ipynb"]
+    assert any("unsafe path" in n for n in notes) and any("not a notebook" in n for n in notes)
+    assert any("README.txt" in n for n in notes)
+    subs = discover(dest, EXPECTED)
+    assert [(s.student, s.chapter, s.path.name) for s in subs] == [
+        ("doejane", "01_tensors", "tensors.ipynb"), ("smithbob", "01_tensors", "tensors-1.ipynb")]
+    assert "expected tensors.ipynb" in subs[1].note
+
+
+def test_a_moodle_zip_with_folders_unpacks(tmp_path):
+    zp = make_zip(tmp_path / "m.zip", {"Jane Doe_77_assignsubmission_file_/dtypes.ipynb": "{}"})
+    extract_lms_zip(zp, tmp_path / "out", EXPECTED)
+    assert (tmp_path / "out" / "jane_doe_77" / "02_dtypes" / "dtypes.ipynb").exists()
+
+
+def test_an_unclear_chapter_or_a_broken_zip_is_a_clear_error(tmp_path):
+    zp = make_zip(tmp_path / "mixed.zip", {"a_1_2_tensors.ipynb": "{}", "b_3_4_dtypes.ipynb": "{}"})
+    with pytest.raises(SubmissionError, match="--chapter"):
+        extract_lms_zip(zp, tmp_path / "o1", EXPECTED)
+    extract_lms_zip(zp, tmp_path / "o2", EXPECTED, chapter="01_tensors")
+    assert len(list((tmp_path / "o2").rglob("*.ipynb"))) == 2
+    (tmp_path / "bad.zip").write_text("not a zip")
+    with pytest.raises(SubmissionError, match="not a readable zip"):
+        extract_lms_zip(tmp_path / "bad.zip", tmp_path / "o3", EXPECTED)
