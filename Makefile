@@ -55,16 +55,18 @@ notebooks: $(STAMP) ## Execute every chapter with papermill: solutions pass, rel
 lab: $(STAMP) ## Open the course in JupyterLab
 	$(BIN)/jupyter lab notebooks/
 
-.PHONY: sandbox-deps
-sandbox-deps: ## Install bubblewrap (apt, when root) so grading kernels can be sandboxed
-	@if command -v bwrap >/dev/null; then :; \
+.PHONY: test-deps
+test-deps: ## Install the Debian tools some tests use (bubblewrap sandbox, graphviz's dot) when root
+	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v dot >/dev/null || missing="$$missing graphviz"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap) >/dev/null \
-	    || echo "could not install bubblewrap: sandbox tests will be skipped" >&2; \
-	else echo "no bubblewrap: grading runs without a sandbox and its tests are skipped" >&2; fi
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null \
+	    || echo "could not install$$missing: the tests that need them will say so" >&2; \
+	else echo "missing$$missing (install them as root): the tests that need them will say so" >&2; fi
 
 .PHONY: test
-test: $(STAMP) sandbox-deps ## Run the test suite (executes every chapter both ways, FAST; browser tests: make ci)
+test: $(STAMP) test-deps ## Run the test suite (executes every chapter both ways, FAST; browser tests: make ci)
 	COURSE_DEVICE=$(DEVICE) $(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: lint

@@ -9,8 +9,11 @@ Two modes, per chapter:
   stub cannot tell a wrong answer from a right one: it is reported as *vacuous*.
 
 A notebook without a ``parameters`` cell, one that ran no code, or one that ran past its
-timeout is a failure too. Each execution writes a JSON report; the exit status is non-zero
-when anything failed, and every failure is listed.
+timeout is a failure too. ci/manifest.toml gives each notebook its wall-clock timeout (for
+one execution, kernel start included), says whether it needs a GPU, and which notebooks or
+cells are skipped on which runner, each skip with its reason (see ci/notebook_manifest.py).
+Each execution writes a JSON report, and a summary in JSON and Markdown; the exit status is
+non-zero when anything failed, and every failure is listed.
 
     python ci/run_notebooks.py [CHAPTER ...] [--mode both] [--fast] [--device cpu] [--jobs 2]
 """
@@ -20,14 +23,15 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import copy
-import json
+import math
 import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
@@ -39,8 +43,14 @@ from nbformat import NotebookNode  # noqa: E402
 from grader import cells, project  # noqa: E402
 from grader.release import build_release, read  # noqa: E402
 
+if str(ROOT / "ci") not in sys.path:  # the runner's own modules
+    sys.path.insert(0, str(ROOT / "ci"))
+import notebook_manifest  # noqa: E402
+from notebook_report import write_reports  # noqa: E402
+
 RAISES = "raises-exception"  # nbclient lets a cell with this tag raise and goes on
-DEFAULT_TIMEOUT = 600
+DEFAULT_TIMEOUT = 600  # per cell, seconds; the whole notebook's limit comes from the manifest
+SKIPPED = "# skipped on {runner} by ci/manifest.toml: {reason}"
 
 
 @dataclass
@@ -54,6 +64,23 @@ class Result:
     seconds: float = 0.0
     code_cells_run: int = 0
     failures: list[str] = field(default_factory=list)
+    timeout: int | None = None  # wall-clock limit of this execution (ci/manifest.toml)
+    skipped: str = ""  # why the notebook was not executed on this runner ("" when it was)
+    skipped_cells: list[str] = field(default_factory=list)  # "cell <id>: <reason>"
+
+
+class Job(NamedTuple):
+    """One execution: a chapter in a mode, with what the manifest says for this runner."""
+
+    chapter: str
+    mode: str
+    device: str
+    fast: bool
+    timeout: int  # per cell, seconds
+    solutions_dir: str
+    notebook_timeout: int | None = None  # wall clock for the whole execution, seconds
+    skip_reason: str = ""
+    skip_cells: tuple[tuple[str, str], ...] = ()  # (cell id, reason)
 
 
 def graded_view(chapter: str, source_path: Path) -> tuple[NotebookNode, list[str]]:
@@ -99,14 +126,58 @@ def _error_of(cell: NotebookNode) -> str | None:
     return None
 
 
-def execute(job: tuple[str, str, str, bool, int, str]) -> Result:
-    """Run one chapter in one mode (in a worker process) and judge the result."""
-    chapter, mode, device, fast, timeout, solutions_dir = job
+def skip_cells(nb: NotebookNode, skips: dict[str, str], runner: str) -> tuple[list[str], list[str]]:
+    """Blank the cells the manifest skips on this runner; returns (skipped, unknown ids).
+
+    A cell is named by its id; in the release's graded view the parts of a split test cell
+    (``<id>-visible``, ``<id>-hidden``) are skipped with it. A skipped cell keeps its place
+    and says why it did not run, and is not judged.
+    """
+    skipped, seen = [], set()
+    for cell in nb.cells:
+        cid = cell.get("id", "")
+        base = next((k for k in skips if cid == k or cid in (f"{k}-visible", f"{k}-hidden")), None)
+        if base is None:
+            continue
+        seen.add(base)
+        cell.cell_type = "code"
+        cell.source = SKIPPED.format(runner=runner, reason=skips[base])
+        cell.setdefault("outputs", [])
+        cell.setdefault("execution_count", None)
+        cell.metadata.setdefault("course", {})["skipped"] = skips[base]
+        cell.metadata["course"].pop("part", None)
+        if "tags" in cell.metadata and RAISES in cell.metadata.tags:
+            cell.metadata.tags.remove(RAISES)
+        skipped.append(f"cell {cid}: {skips[base]}")
+    return skipped, sorted(set(skips) - seen)
+
+
+def _budget(notebook_timeout: int | None, cell_timeout: int, start: float):
+    """nbclient's ``timeout_func``: a cell may run at most what is left of the notebook's time."""
+    if notebook_timeout is None:
+        return None
+    deadline = start + notebook_timeout
+
+    def timeout_for(cell) -> int:
+        left = math.ceil(deadline - time.perf_counter())
+        return max(1, min(cell_timeout, left))  # 0 would mean "no timeout" to nbclient
+
+    return timeout_for
+
+
+def execute(job: Job | tuple) -> Result:
+    """Run one chapter in one mode (in a worker process) and judge the result.
+
+    ``job`` is a :class:`Job`, or the older 6-tuple ``(chapter, mode, device, fast,
+    cell timeout, solutions dir)``, which runs without a notebook timeout or skips.
+    """
+    job = Job(*job)
+    chapter, mode, device, fast, timeout, solutions_dir = job[:6]
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source_path = project.source_notebook(chapter, Path(solutions_dir))
-    result = Result(chapter=chapter, mode=mode, notebook=_display(source_path))
+    result = Result(chapter=chapter, mode=mode, notebook=_display(source_path), timeout=job.notebook_timeout)
     nb = read(source_path)
     labels: list[str] = []
     if mode == "release":
@@ -115,8 +186,24 @@ def execute(job: tuple[str, str, str, bool, int, str]) -> Result:
     if cells.parameters_cell_index(nb) is None:
         result.failures.append(f"{result.notebook}: no cell tagged 'parameters'")
         return result
+    if job.skip_reason:
+        result.skipped = job.skip_reason
+        result.ok = True
+        return result
+    runner = notebook_manifest.runner_of(device)
+    result.skipped_cells, unknown = skip_cells(nb, dict(job.skip_cells), runner)
+    for cid in unknown:
+        result.failures.append(
+            f"{result.notebook}: ci/manifest.toml skips cell {cid!r}, but the notebook has no cell with"
+            " that id (was it renamed? fix the manifest)"
+        )
+    if unknown:
+        return result
+    labels = [label for label in labels if any(
+        c.get("metadata", {}).get("course", {}).get("part") == label for c in nb.cells)]
     params = {"DEVICE": device, "SEED": 0, "FAST": fast}
     start = time.perf_counter()
+    budget = _budget(job.notebook_timeout, timeout, start)
     with tempfile.TemporaryDirectory(prefix=f"run-{chapter}-") as cwd:
         out_path = Path(cwd) / "executed.ipynb"
         try:
@@ -128,6 +215,7 @@ def execute(job: tuple[str, str, str, bool, int, str]) -> Result:
                 cwd=cwd,
                 progress_bar=False,
                 execution_timeout=timeout,
+                **({"timeout_func": budget} if budget else {}),
             )
         except PapermillExecutionError as exc:
             if mode == "solution":
@@ -141,19 +229,31 @@ def execute(job: tuple[str, str, str, bool, int, str]) -> Result:
             executed = nbformat.read(str(out_path), as_version=4)
         except Exception as exc:  # a timeout, a dead kernel: the notebook failed, say how
             result.seconds = time.perf_counter() - start
-            result.failures.append(f"{result.notebook}: execution stopped: {type(exc).__name__}: {exc}")
+            if job.notebook_timeout is not None and result.seconds >= job.notebook_timeout - 1:
+                result.failures.append(_too_slow(result, job.notebook_timeout))
+            else:
+                result.failures.append(f"{result.notebook}: execution stopped: {type(exc).__name__}: {exc}")
             return result
     result.seconds = time.perf_counter() - start
+    if job.notebook_timeout is not None and result.seconds > job.notebook_timeout:
+        result.failures.append(_too_slow(result, job.notebook_timeout))
     result.code_cells_run = sum(
         1 for c in executed.cells if c.cell_type == "code" and c.get("execution_count")
     )
     if result.code_cells_run == 0:
         result.failures.append(f"{result.notebook}: ran no code")
     if mode == "release":
+        not_run = []
         for index, cell in enumerate(executed.cells):
             if cell.cell_type != "code":
                 continue
-            part = cell.get("metadata", {}).get("course", {}).get("part")
+            meta = cell.get("metadata", {}).get("course", {})
+            if meta.get("skipped"):
+                continue
+            part = meta.get("part")
+            if part and cell.get("execution_count") is None:
+                not_run.append(part)  # execution stopped before it: neither pass nor fail
+                continue
             error = _error_of(cell)
             if not cells.has_tag(cell, RAISES) and error is not None:
                 result.failures.append(
@@ -164,10 +264,48 @@ def execute(job: tuple[str, str, str, bool, int, str]) -> Result:
                 result.failures.append(
                     f"{result.notebook}: {part} passes on the unsolved stub: the test is vacuous"
                 )
-        if not labels:
+        if not_run:
+            result.failures.append(
+                f"{result.notebook}: execution stopped before {len(not_run)} test part(s) ran"
+                f" ({', '.join(not_run)}): fix the error above, then they are checked"
+            )
+        if not labels and not result.skipped_cells:
             result.failures.append(f"{result.notebook}: has no graded test cell")
     result.ok = not result.failures
     return result
+
+
+def _too_slow(result: Result, limit: int) -> str:
+    return (
+        f"{result.notebook}: ran past its timeout ({result.seconds:.0f} s > {limit} s, wall clock for the"
+        " whole notebook): make it faster (FAST sizes?) or raise `timeout` in ci/manifest.toml"
+    )
+
+
+def plan(
+    chapters: list[str],
+    modes: list[str],
+    *,
+    device: str = "cpu",
+    fast: bool = False,
+    timeout: int = DEFAULT_TIMEOUT,
+    solutions_dir: Path = project.SOLUTIONS,
+    manifest: notebook_manifest.Manifest | None = None,
+) -> list[Job]:
+    """The executions to run, in order, with the manifest's settings for this runner."""
+    manifest = manifest if manifest is not None else notebook_manifest.load()
+    runner = notebook_manifest.runner_of(device)
+    jobs = []
+    for chapter in chapters:
+        settings = manifest.settings(chapter)
+        for mode in modes:
+            jobs.append(Job(
+                chapter, mode, device, fast, timeout, str(solutions_dir),
+                notebook_timeout=settings.timeout,
+                skip_reason=settings.skip_reason(runner, mode) or "",
+                skip_cells=tuple(settings.skipped_cells(runner, mode).items()),
+            ))
+    return jobs
 
 
 def run(
@@ -180,38 +318,38 @@ def run(
     timeout: int = DEFAULT_TIMEOUT,
     report_dir: Path | None = None,
     solutions_dir: Path = project.SOLUTIONS,
+    manifest: notebook_manifest.Manifest | Path | None = None,
 ) -> list[Result]:
-    """Execute every (chapter, mode) pair, ``jobs`` at a time; write reports when asked."""
-    todo = [(c, m, device, fast, timeout, str(solutions_dir)) for c in chapters for m in modes]
+    """Execute every (chapter, mode) pair, ``jobs`` at a time; write reports when asked.
+
+    Args:
+        timeout: per-cell limit, seconds; the whole notebook's limit is the manifest's.
+        manifest: a :class:`notebook_manifest.Manifest`, a path to one, or None for
+            ci/manifest.toml.
+
+    Returns:
+        One :class:`Result` per (chapter, mode), in the order given.
+    """
+    if isinstance(manifest, Path):
+        manifest = notebook_manifest.load(manifest)
+    todo = plan(chapters, modes, device=device, fast=fast, timeout=timeout,
+                solutions_dir=solutions_dir, manifest=manifest)
+    started = time.perf_counter()
     if jobs <= 1 or len(todo) == 1:
         results = [execute(job) for job in todo]
     else:
+        # longest first (the manifest's timeout is the estimate), so no worker idles at the end
+        order = sorted(range(len(todo)), key=lambda i: -(todo[i].notebook_timeout or 0))
+        results: list[Result] = [None] * len(todo)  # type: ignore[list-item]
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            results = list(pool.map(execute, todo))
+            futures = {pool.submit(execute, todo[i]): i for i in order}
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
     if report_dir is not None:
-        write_reports(results, report_dir, device=device, fast=fast)
+        write_reports(results, report_dir, device=device, fast=fast, jobs=jobs,
+                      wall_seconds=time.perf_counter() - started)
     return results
-
-
-def write_reports(results: list[Result], report_dir: Path, *, device: str, fast: bool) -> None:
-    """One JSON file per execution, plus summary.json and summary.md."""
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for r in results:
-        (report_dir / f"{r.chapter}.{r.mode}.json").write_text(json.dumps(asdict(r), indent=2) + "\n")
-    summary = {"device": device, "fast": fast, "results": [asdict(r) for r in results]}
-    (report_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    lines = [
-        f"# Notebook run (device={device}, fast={fast})",
-        "",
-        "| chapter | mode | seconds | code cells run | result |",
-        "|---|---|---:|---:|---|",
-    ]
-    for r in results:
-        lines.append(
-            f"| {r.chapter} | {r.mode} | {r.seconds:.1f} | {r.code_cells_run} | {'ok' if r.ok else 'FAIL'} |"
-        )
-    (report_dir / "summary.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,21 +360,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast", action="store_true", help="set FAST=True (smaller sizes)")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at once")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="per-cell timeout, seconds")
+    parser.add_argument("--manifest", type=Path, default=notebook_manifest.MANIFEST,
+                        help="per-notebook timeouts, GPU needs and skips (default: ci/manifest.toml)")
     parser.add_argument("--report-dir", type=Path, default=ROOT / "ci-reports", help="where reports go")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    try:
+        manifest = notebook_manifest.load(args.manifest)
+    except notebook_manifest.ManifestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     chapters = project.resolve_chapters(args.chapters)
     if not chapters:
         print("no chapters found in solutions/", file=sys.stderr)
         return 2
+    for name in sorted(set(manifest.chapters) - set(project.chapters())):
+        print(f"note: {args.manifest} names {name}, which has no notebook in solutions/ yet", file=sys.stderr)
     modes = ["solution", "release"] if args.mode == "both" else [args.mode]
     results = run(
         chapters, modes, device=args.device, fast=args.fast, jobs=args.jobs,
-        timeout=args.timeout, report_dir=args.report_dir,
+        timeout=args.timeout, report_dir=args.report_dir, manifest=manifest,
     )
     for r in results:
-        print(f"{'ok  ' if r.ok else 'FAIL'} {r.chapter:<22} {r.mode:<8} {r.seconds:6.1f} s")
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.chapter:<22} {r.mode:<8} {r.seconds:6.1f} s"
+              + (f"  (skipped: {r.skipped})" if r.skipped else "")
+              + (f"  ({len(r.skipped_cells)} cell(s) skipped)" if r.skipped_cells else ""))
     failures = [f for r in results for f in r.failures]
     if failures:
         print(f"\n{len(failures)} failure(s):", file=sys.stderr)

@@ -49,7 +49,7 @@ def _shape_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
     if expected and actual == tuple(expected) + (expected[-1],):
         return (
             " An extra trailing dim equal to the last one often comes from a silent broadcast"
-            " of (N,) with (N, 1), which gives (N, N): check the shapes of the operands."
+            " of (N,) with (N, 1) giving (N, N): check the shapes of the operands."
         )
     if a_numel == e_numel:
         squeezed_a = tuple(d for d in actual if d != 1)

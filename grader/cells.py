@@ -12,6 +12,10 @@ END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 
+#: What an unsolved answer raises in the release (nbgrader's ClearSolutions stub).
+STUB_MESSAGE = "not solved yet: replace this line with your answer"
+CODE_STUB = f'# YOUR CODE HERE\nraise NotImplementedError("{STUB_MESSAGE}")'
+
 #: First line the release writes into every answer and test cell, so that a cell can be
 #: recognised even when an editor dropped its metadata (see grader.preprocessors).
 MARKER_RE = re.compile(r"^# \[(?P<kind>answer|tests): (?P<grade_id>[A-Za-z0-9_.-]+)\]")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
-from nbgrader.preprocessors import SaveCells
+from nbgrader.preprocessors import ClearSolutions, SaveCells
 
 from grader import cells, pipeline, project
 from grader.exceptions import ReleaseError
@@ -38,6 +38,7 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> N
     nb = read(source)
     resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
     config = {
+        ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
         AddColabBadge: {
             "repository": project.repository_url(),
             "path": f"notebooks/{chapter}/{source.name}",

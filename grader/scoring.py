@@ -26,6 +26,7 @@ FRIENDLY = {
     "SystemExit": "the code called sys.exit() / exit(), which stops the notebook",
     "KeyboardInterrupt": "the cell was interrupted",
 }
+UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError()"
 
 
 @dataclass
@@ -55,6 +56,8 @@ def _failure(error: dict) -> tuple[str, str]:
         return MEMORY, f"the code used more memory than allowed ({ename})"
     if ename in FRIENDLY:
         return FAILED, f"{ename}: {FRIENDLY[ename]}"
+    if ename == "NotImplementedError" and evalue in ("", cells.STUB_MESSAGE):  # the release's stub
+        return FAILED, f"{ename}: {UNANSWERED}"
     return FAILED, f"{ename}: {evalue}".strip()
 
 

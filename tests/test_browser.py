@@ -113,6 +113,19 @@ def lab(lab_root, tmp_path):
         log.close()
 
 
+def wait_for_kernel(base: str, token: str, notebook: str, timeout: float = 90) -> None:
+    """Until the notebook's session has a kernel that has started and is idle."""
+    deadline, sessions = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as r:
+            sessions = json.load(r)
+        if any(s.get("path", "").endswith(notebook) and (s.get("kernel") or {}).get("execution_state") == "idle"
+               for s in sessions):
+            return
+        time.sleep(0.3)
+    pytest.fail(f"the notebook's kernel did not start within {timeout:.0f} s; sessions: {sessions}")
+
+
 def cell_text(page, marker: str, part: str) -> str:
     """textContent of the input or outputs of the first cell whose input contains ``marker``."""
     return page.evaluate(
@@ -130,11 +143,29 @@ def cell_text(page, marker: str, part: str) -> str:
     )
 
 
+# (first line of the input, end of the output) of the first code cell that raised, or null
+FIRST_ERROR = r"""() => {
+    for (const cell of document.querySelectorAll('.jp-Notebook .jp-CodeCell')) {
+        const out = cell.querySelector('.jp-OutputArea')?.textContent || '';
+        if (out.includes('Traceback (most recent call last)') || /\b(SyntaxError|IndentationError)\b/.test(out)) {
+            return [cell.querySelector('.cm-line')?.textContent || '', out.slice(-800)];
+        }
+    }
+    return null;
+}"""
+# the input prompts, "[12]:" for a cell that ran, "[*]:" for one running or queued
+EXECUTED = r"""() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]
+    .map(p => p.textContent.trim()).filter(t => /\d|\*/.test(t)).join(' ')"""
+
+
 def test_run_all_cells_shows_the_setup_line_and_the_first_exercise_failing(lab, tmp_path):
+    import torch
+
     from course_utils import pick_device
 
     base, token, notebook = lab
-    expected_line = f"torch {__import__('torch').__version__} | device: {pick_device('auto')} | seed: 0 | local"
+    # e.g. "torch 2.13.0+cpu | device: cpu | seed: 0 | local" (the wheel's version, "auto"'s device)
+    expected_line = f"torch {torch.__version__} | device: {pick_device('auto')} | seed: 0 | local"
     shots = SCREENSHOTS if os.access(ROOT, os.W_OK) else tmp_path
     shots.mkdir(parents=True, exist_ok=True)
     shot = shots / f"{Path(notebook).stem}-run-all.png"
@@ -148,17 +179,25 @@ def test_run_all_cells_shows_the_setup_line_and_the_first_exercise_failing(lab, 
         try:
             page.goto(f"{base}/lab/tree/{notebook}?token={token}", wait_until="domcontentloaded", timeout=60_000)
             page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=60_000)
+            # The toolbar says "idle" before the kernel exists, and Run All then runs nothing:
+            # wait until the server has this notebook's kernel up, as a learner waits for it.
+            wait_for_kernel(base, token, notebook)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
             # Run -> Run All Cells, from the menu bar, as a learner does
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
-            page.wait_for_function(
-                """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].some(c =>
-                       (c.querySelector('.jp-InputArea-editor')?.textContent || '').includes('[tests: ')
-                       && (c.querySelector('.jp-OutputArea')?.textContent || '').includes('Error'))""",
-                timeout=RUN_TIMEOUT_S * 1000,
-            )
+            try:
+                page.wait_for_function(f"() => ({EXECUTED})() !== ''", timeout=60_000)
+            except sync_api.TimeoutError:
+                pytest.fail("Run All Cells started nothing within 60 s (no cell queued or run)")
+            # Run All stops at the first cell that raises: wait for it, then say which it was.
+            try:
+                page.wait_for_function(f"() => ({FIRST_ERROR})() !== null", timeout=RUN_TIMEOUT_S * 1000)
+            except sync_api.TimeoutError:
+                pytest.fail(f"no cell raised within {RUN_TIMEOUT_S} s of Run All Cells; executed cells:"
+                            f" {page.evaluate(EXECUTED)} (is the kernel running?)")
+            first_error = page.evaluate(FIRST_ERROR)
             setup = page.locator(".jp-Notebook .jp-CodeCell", has=page.locator(".jp-InputArea-editor", has_text="cu.setup(")).first
             setup.evaluate("el => el.scrollIntoView({block: 'center'})")
             page.wait_for_timeout(500)
@@ -174,6 +213,8 @@ def test_run_all_cells_shows_the_setup_line_and_the_first_exercise_failing(lab, 
             context.close()
     shutil.copyfile(shot, LEAD_COPY)
 
+    assert "[tests: " in first_error[0] and test_in.startswith(first_error[0]), (
+        f"Run All stopped at a cell that is not the first exercise's test: {first_error[0]!r}\n{first_error[1]}")
     assert setup_out is not None, "no setup cell (the one calling cu.setup) in the notebook"
     assert setup_out.strip().startswith(expected_line), f"setup cell printed {setup_out!r}"
     # The first exercise's visible test calls the unsolved stub: the learner sees why it failed,

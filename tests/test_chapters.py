@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import types
@@ -90,7 +91,8 @@ def test_exercises_are_complete_and_points_add_up(chapter):
 @pytest.fixture(scope="module")
 def executions(tmp_path_factory):
     report = tmp_path_factory.mktemp("ci-report")
-    results = runner.run(CHAPTERS, ["solution", "release"], fast=True, jobs=2, report_dir=report)
+    device = os.environ.get("COURSE_DEVICE", "cpu")  # `make test DEVICE=cuda` on the GPU runner
+    results = runner.run(CHAPTERS, ["solution", "release"], fast=True, jobs=2, report_dir=report, device=device)
     return {(r.chapter, r.mode): r for r in results}
 
 

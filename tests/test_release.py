@@ -18,7 +18,7 @@ def test_release_strips_solutions_and_hidden_tests_and_keeps_visible_ones(mini_s
     text = (notebooks / "00_mini" / "mini.ipynb").read_text()
     assert "BEGIN SOLUTION" not in text and "HIDDEN" not in text
     assert "return x * 2" not in text and "arange(5)" not in text
-    assert "raise NotImplementedError()" in text
+    assert 'raise NotImplementedError(\\"not solved yet: replace this line with your answer\\")' in text
     assert 'name=\\"double([1., 2.])\\"' in text
     assert release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks) == []
 

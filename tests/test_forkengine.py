@@ -1,0 +1,189 @@
+"""The fork engine: outputs as a kernel sends them, one clean child per submission, a server that holds nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from grader import execute as kernel_engine
+from grader import forkengine
+from grader.execute import ExecOptions
+from grader.sandbox import bubblewrap_works
+
+pytestmark = pytest.mark.slow
+
+OPTIONS = ExecOptions(cell_timeout=3)
+
+
+def notebook(*sources, tests=()):
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for i in tests:  # nbgrader test cells: the guard is asked before each
+        nb.cells[i].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": f"t{i}", "points": 1,
+                                            "locked": True, "schema_version": 3}
+    return nb
+
+
+def run(*sources, engine=forkengine.execute, options=OPTIONS, tests=()):
+    return engine(notebook(*sources, tests=tests), options)
+
+
+def text(cell) -> str:
+    """What a cell showed: streams, results and errors, in order, in one string."""
+    parts = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            parts.append(f"[{o.name}]{o.text}")
+        elif o.output_type in ("execute_result", "display_data"):
+            parts.append(f"[{o.output_type}]{o.data.get('text/plain', '')}")
+        elif o.output_type == "error":
+            parts.append(f"[error]{o.ename}: {o.evalue}")
+    return "".join(parts)
+
+
+OUTPUT_CELLS = (
+    "print('out'); import sys; print('err', file=sys.stderr)",
+    "6 * 7",
+    "from IPython.display import display, Markdown\ndisplay(Markdown('*hi*')); x = 1",
+    "x = 2;",
+    "raise ValueError('bad value')",
+    "def oops(:\n    pass",
+    "import os\nos.write(1, b'straight to fd 1\\n'); None",
+    "input('name? ')",
+    "import sys\nsys.exit(3)",
+    "import torch\ntorch.tensor([1.5, 2.0])",
+)
+
+
+def test_outputs_match_the_kernel_engine_cell_by_cell():
+    fork = run(*OUTPUT_CELLS)
+    kernel = run(*OUTPUT_CELLS, engine=kernel_engine.execute)
+    assert [text(c) for c in fork.nb.cells] == [text(c) for c in kernel.nb.cells]
+    assert text(fork.nb.cells[4]) == "[error]ValueError: bad value"
+    assert fork.nb.cells[1].outputs[0].execution_count == fork.nb.cells[1].execution_count
+    assert any("bad value" in line for line in fork.nb.cells[4].outputs[0].traceback)
+
+
+def test_the_child_gets_the_kernel_environment_and_nothing_else(monkeypatch):
+    token = secrets.token_hex(8)
+    monkeypatch.setenv("COURSE_TEST_SECRET", token)
+    ex = run(
+        "import os; sorted(k for k in os.environ if 'SECRET' in k)",
+        "open('/proc/self/environ', 'rb').read().count(b'COURSE_TEST_SECRET')",
+        "os.environ['COURSE_GRADING'], os.listdir('.'), os.getcwd() == os.environ['HOME']",
+        "import resource; resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20",
+    )
+    assert [text(c) for c in ex.nb.cells] == [
+        "[execute_result][]", "[execute_result]0", "[execute_result]('1', [], True)",
+        f"[execute_result]{OPTIONS.memory_mb}",
+    ]
+
+
+def test_each_submission_gets_a_fresh_child_that_sees_nothing_of_the_last():
+    leave = run(
+        "import course_utils, os, pathlib\ncourse_utils.LEFT_BEHIND = 'alice'\n"
+        "pathlib.Path('answer.txt').write_text('alice')\npathlib.Path('/tmp/answer.txt').write_text('alice')\n"
+        "os.getpid()",
+    )
+    look = run(
+        "import course_utils, os\n"
+        "(getattr(course_utils, 'LEFT_BEHIND', None), os.listdir('.'), os.path.exists('/tmp/answer.txt'), os.getpid())",
+    )
+    pid = int(text(leave.nb.cells[0]).split("]")[1])
+    seen = text(look.nb.cells[0])
+    assert seen.startswith("[execute_result](None, [], ")
+    if bubblewrap_works():  # the server's /tmp is private and emptied after every child
+        assert "False" in seen
+    assert str(pid) not in seen
+
+
+def _server_pid(server) -> int:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"grader.forkserver" in argv and server.socket_path.encode() in argv and b"bwrap" not in argv[0]:
+            return int(entry)
+    raise AssertionError("no fork server process found")
+
+
+def _memory_contains(pid: int, needle: bytes) -> bool:
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            m = re.match(r"([0-9a-f]+)-([0-9a-f]+) r", line)
+            if not m or "[vvar" in line or "[vsyscall" in line:
+                continue
+            start, end = int(m.group(1), 16), int(m.group(2), 16)
+            try:
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+            except (OSError, ValueError, OverflowError):
+                continue
+    return False
+
+
+def test_the_warm_server_never_holds_a_submission():
+    token = "SUBMISSION-" + secrets.token_hex(12)
+    ex = run(f"secret = {token!r}\nlen(secret)")
+    assert text(ex.nb.cells[0]) == f"[execute_result]{len(token)}"
+    with forkengine._server(OPTIONS) as server:
+        pid = _server_pid(server)
+        try:
+            found = _memory_contains(pid, token.encode())
+        except PermissionError:
+            pytest.skip("cannot read another process's memory here (ptrace restrictions)")
+    assert not found, "the server's memory holds a submission's code"
+
+
+def test_a_stuck_cell_is_stopped_and_a_dead_child_replaced_with_earlier_cells_replayed():
+    ex = run(
+        "x = 41",
+        "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        pass",
+        "x += 1",
+        "import os; os._exit(1)",
+        "x",
+    )
+    assert ex.timed_out == [1] and ex.died == [3] and ex.restarts == 2
+    assert ex.nb.cells[1].outputs[-1].ename == kernel_engine.TIMEOUT_ENAME
+    assert text(ex.nb.cells[4]) == "[execute_result]42"
+
+
+def test_an_interruptible_loop_times_out_without_a_restart():
+    ex = run("n = 0\nwhile True:\n    n += 1", "n > 0")
+    assert ex.timed_out == [0] and ex.restarts == 0
+    assert text(ex.nb.cells[1]) == "[execute_result]True"
+
+
+def test_the_guard_is_asked_before_every_test_cell():
+    ex = run(
+        "import importlib\nvars(importlib.import_module('torch'))['allclose'] = lambda *a, **k: True",
+        "assert True",
+        tests=(1,),
+    )
+    assert ex.tampered == {1: "replaced torch.allclose"}
+    assert not ex.nb.cells[1].outputs and not ex.nb.cells[1].execution_count
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine")
+def test_a_sandboxed_child_has_no_network_and_cannot_see_hidden_folders(tmp_path):
+    private = tmp_path / "gradebook-folder"
+    private.mkdir()
+    (private / "gradebook.db").write_text("grades")
+    options = ExecOptions(cell_timeout=5, hide=[str(private)])
+    ex = run(
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2); net = 'online'\n"
+        "except OSError:\n    net = 'offline'\nnet",
+        f"import os; os.listdir({str(private)!r})",
+        "open('/usr/new-file', 'w')",
+        options=options,
+    )
+    assert [text(c) for c in ex.nb.cells[:2]] == ["[execute_result]'offline'", "[execute_result][]"]
+    assert "Read-only file system" in text(ex.nb.cells[2])
