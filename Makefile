@@ -98,6 +98,10 @@ browser-deps: $(STAMP) ## Install headless Chromium (apt) for the browser test w
 	  echo "no /usr/bin/chromium and no apt-get: install Chromium, or the browser test is skipped" >&2; \
 	fi
 
+.PHONY: bench
+bench: $(STAMP) ## Grading throughput: plain nbgrader vs course grade's kernel and fork engines (40 submissions)
+	$(PY) benchmarks/grading.py --students 40 --jobs $(JOBS)
+
 .PHONY: clean
 clean: ## Remove the grading workspace and caches (keeps .venv)
 	rm -rf $(WORKDIR) ci-reports .pytest_cache .ruff_cache .hypothesis

@@ -14,8 +14,10 @@ from grader.exceptions import CourseError
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    # nbgrader's and nbconvert's preprocessors log through "traitlets": a restored test cell
+    # ("checksum has changed") is routine for us, so they speak only from -v on.
     for noisy in ("traitlets", "nbgrader", "alembic", "sqlalchemy"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING) if verbose < 2 else logging.DEBUG)
+        logging.getLogger(noisy).setLevel(logging.ERROR if verbose == 0 else level)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -72,7 +74,8 @@ def _score_table(reports) -> str:
     rows = [("student", "chapter", "score", "status", "details")]
     for r in reports:
         failed = [t for t in r.tests if t["status"] != "passed"]
-        detail = r.message or (f"{len(failed)} test(s) not passed" if failed else "all tests passed")
+        names = ", ".join(f"{t['grade_id']} ({t['status']})" for t in failed[:3]) + (", ..." if len(failed) > 3 else "")
+        detail = r.message or (f"not passed: {names}" if failed else "all tests passed")
         score = f"{r.score:g}/{r.max_score:g}" if r.max_score else "-"
         rows.append((r.student, r.chapter, score, r.status + (" (cached)" if r.cached else ""), detail))
     widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
@@ -101,9 +104,14 @@ def _score_table(reports) -> str:
 @click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
 @click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Folder of the chapters' source notebooks [default: this course's solutions/].")
+@click.option("--engine", type=click.Choice(["fork", "kernel"]), default="fork", show_default=True,
+              help="fork: children of a warm interpreter (fast); kernel: a Jupyter kernel per submission "
+                   "(the reference). Both give the same grades.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Execute on a Dask distributed cluster, e.g. tcp://10.0.0.5:8786 (this machine still writes the gradebook).")
 def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None, device: str,
           cell_timeout: int, memory_mb: int, no_sandbox: bool, chapter: str | None, force: bool,
-          solutions_dir: Path | None) -> None:
+          solutions_dir: Path | None, engine: str, scheduler: str | None) -> None:
     """Auto-grade SUBMISSIONS into the gradebook.
 
     SUBMISSIONS is a folder laid out <student>/<chapter>/<notebook>.ipynb, or a zip
@@ -119,15 +127,17 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None
     counts: dict[str, int] = {}
     bar = tqdm(desc="grading", unit="nb", file=sys.stderr, disable=None)
 
-    def progress(r) -> None:
-        for t in r.tests:
-            counts[t["status"]] = counts.get(t["status"], 0) + 1
+    def progress(r) -> None:  # per submission: graded / error, and how many had a test time out
+        counts[r.status] = counts.get(r.status, 0) + 1
+        if any(t["status"] == "timed out" for t in r.tests):
+            counts["timed out"] = counts.get("timed out", 0) + 1
         bar.update(1)
         bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
     reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
                        cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
-                       chapter=chapter, force=force, on_progress=progress, on_start=lambda n: setattr(bar, "total", n),
+                       chapter=chapter, force=force, engine=engine, scheduler=scheduler, on_progress=progress,
+                       on_start=lambda n: (setattr(bar, "total", n), bar.refresh()),
                        **({"solutions_dir": solutions_dir} if solutions_dir else {}))
     bar.close()
     click.echo(_score_table(reports))

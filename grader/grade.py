@@ -14,7 +14,7 @@ import logging
 import multiprocessing
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 
 #: Bump when a change to grading could change a score: cached results are then redone.
 GRADER_REVISION = "1"
+
+#: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
+#: ``fork`` (children of a warm interpreter, see grader.forkengine). Both give the same grades.
+ENGINES = ("fork", "kernel")
+DEFAULT_ENGINE = "fork"
 
 
 @dataclass
@@ -181,11 +186,23 @@ def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, N
     return "no exercise of this chapter was found in the notebook"
 
 
-def run_one(payload: tuple[str, dict[str, Any], list[dict]]) -> tuple[str, list[dict], dict[str, Any]]:
-    """Worker: execute one prepared notebook and score it (no gradebook, no solutions here)."""
-    nb_json, options, findings = payload
+def run_one(payload: tuple) -> tuple[str, list[dict], dict[str, Any]]:
+    """Worker: execute one prepared notebook and score it (no gradebook, no solutions here).
+
+    ``payload`` is ``(notebook JSON, ExecOptions fields, findings[, engine])``; the engine
+    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.forkengine`).
+    """
+    nb_json, options, findings, *rest = payload
+    engine = rest[0] if rest else "kernel"
     nb = nbformat.reads(nb_json, as_version=4)
-    execution = execute(nb, ExecOptions(**options))
+    if engine == "fork":
+        from grader import forkengine
+
+        execution = forkengine.execute(nb, ExecOptions(**options))
+    elif engine == "kernel":
+        execution = execute(nb, ExecOptions(**options))
+    else:
+        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     tests = [t.to_dict() for t in score(execution, [Finding(**f) for f in findings])]
     info = {
         "timed_out": execution.timed_out,
@@ -217,6 +234,8 @@ def main(
     force: bool = False,
     solutions_dir: Path = project.SOLUTIONS,
     chapter: str | None = None,
+    engine: str = DEFAULT_ENGINE,
+    scheduler: str | None = None,
     on_progress: Callable[[Report], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> list[Report]:
@@ -236,8 +255,13 @@ def main(
         force: re-grade submissions whose result is already recorded.
         solutions_dir: where the chapters' source notebooks are.
         chapter: the chapter an LMS zip is for (guessed from file names when None).
-        on_progress: called with each :class:`Report` of a submission that was executed.
-        on_start: called with the number of submissions about to be executed.
+        engine: ``fork`` (default: a warm interpreter forks a child per submission) or
+            ``kernel`` (a Jupyter kernel per submission, the reference); same grades.
+        scheduler: address of a Dask distributed scheduler: notebooks are executed on its
+            workers (``jobs`` is then ignored); this process still writes the gradebook.
+        on_progress: called with each :class:`Report` of a submission that was graded now
+            (not taken from an earlier run's results).
+        on_start: called with the number of submissions about to be graded now.
 
     Returns:
         One :class:`Report` per status line, sorted by student and chapter.
@@ -258,20 +282,27 @@ def main(
             log.warning("%s: %s", submissions.name, note)
         submissions = unpacked
     found = discover(submissions, expected)
+    hide = sorted({str(p.resolve()) for p in (workdir, submissions, solutions_dir)})
+    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    waiting = sum(sub.path is not None for sub in found)
+    if engine == "fork" and scheduler is None and waiting:
+        from grader import forkpool
+
+        forkpool.prestart(base, min(waiting, max(1, jobs or os.cpu_count() or 1)))  # imports torch while we prepare
 
     reports: list[Report] = []
     releases: dict[str, NotebookNode] = {}
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
         gbmod.register_chapter(db_url, chapter, sources[chapter])
         releases[chapter] = build_release(chapter, sources[chapter])
-    todo: list[tuple[Submission, str, str, dict, list]] = []
-    hide = sorted({str(p.resolve()) for p in (workdir, submissions, solutions_dir)})
-    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
+    candidates: list[tuple[Submission, dict, bytes, str]] = []
     for sub in found:
         if sub.path is None:
             reports.append(_unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
             continue
-        chapter, source = sub.chapter, sources[sub.chapter]
+        source = sources[sub.chapter]
         options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
         fp = _fingerprint(raw, source.read_bytes(), json.dumps(options, sort_keys=True).encode(), GRADER_REVISION.encode())
@@ -279,33 +310,44 @@ def main(
         if cached is not None and not force:
             reports.append(cached)
             continue
-        dest = ws.submitted / sub.student / chapter / source.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(raw)
-        try:
-            nb = read_submission(sub.path)
-        except ValueError as exc:
-            reports.append(_unreadable(sub, "unreadable", str(exc), db_url, sources, fingerprint=fp, ws=ws))
-            continue
-        others = {c: r for c, r in releases.items() if c != chapter}
-        wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
-        if wrong:
-            reports.append(_unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
-            continue
-        try:
-            prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device)
-        except Exception as exc:  # the notebook is readable but cannot be prepared: say why
-            log.exception("preparing %s failed", sub.key)
-            reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
-            reports.append(_unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
-            continue
-        findings = [asdict(f) for f in learner_findings(prepared, releases[chapter])]
-        todo.append((sub, nbformat.writes(prepared), fp, options, findings))
+        candidates.append((sub, options, raw, fp))
 
-    jobs = max(1, jobs or os.cpu_count() or 1)
+    def not_executed(report: Report) -> None:
+        reports.append(report)
+        if on_progress:
+            on_progress(report)
+
+    def todo() -> Iterator[tuple[Submission, str, str, dict, list]]:
+        """Prepared submissions, one at a time: the first ones run while the next are prepared."""
+        for sub, options, raw, fp in candidates:
+            chapter, source = sub.chapter, sources[sub.chapter]
+            dest = ws.submitted / sub.student / chapter / source.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(raw)
+            try:
+                nb = read_submission(sub.path)
+            except ValueError as exc:
+                not_executed(_unreadable(sub, "unreadable", str(exc), db_url, sources, fingerprint=fp, ws=ws))
+                continue
+            others = {c: r for c, r in releases.items() if c != chapter}
+            wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
+            if wrong:
+                not_executed(_unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
+                continue
+            try:
+                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device)
+            except Exception as exc:  # the notebook is readable but cannot be prepared: say why
+                log.exception("preparing %s failed", sub.key)
+                reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
+                not_executed(_unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
+                continue
+            findings = [asdict(f) for f in learner_findings(prepared, releases[chapter])]
+            yield sub, nbformat.writes(prepared), fp, options, findings
+
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if on_start:
-        on_start(len(todo))
-    for sub, fp, outcome in _execute_all(todo, jobs):
+        on_start(len(candidates))
+    for sub, fp, outcome in _execute_all(todo(), jobs, engine, scheduler):
         report = _record(ws, sub, fp, outcome, db_url, sources[sub.chapter])
         reports.append(report)
         if on_progress:
@@ -335,25 +377,33 @@ def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], s
     return {c: r for c, r in releases.items() if c != skip}
 
 
-def _execute_all(todo, jobs):
+def _execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None) -> Iterator[tuple]:
     """Yield (submission, fingerprint, worker outcome or exception) as executions finish.
 
-    A worker process that crashes costs the submission it was running; the others are
-    run again in a fresh pool.
+    ``todo`` is consumed lazily: a submission starts as soon as it is prepared. A worker
+    process that crashes costs the submission it was running; the others are run again in
+    a fresh pool. The fork engine's workers are threads of this process: each drives the
+    children of its own warm server, which do the work.
     """
-    if jobs == 1 or len(todo) <= 1:
+    if scheduler:
+        from grader import distributed
+
+        yield from distributed.execute_all(todo, scheduler, engine)
+        return
+    if jobs == 1:
         for sub, nb_json, fp, options, findings in todo:
             try:
-                yield sub, fp, run_one((nb_json, options, findings))
+                yield sub, fp, run_one((nb_json, options, findings, engine))
             except Exception as exc:
                 yield sub, fp, exc
         return
-    ctx = multiprocessing.get_context("spawn")
+    if engine == "fork":
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
     broken = []
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(run_one, item[1:2] + item[3:]): item for item in todo}
-        for future in concurrent.futures.as_completed(futures):
-            item = futures[future]
+    with pool:
+        for item, future in _as_submitted(pool, todo, engine):
             try:
                 yield item[0], item[2], future.result()
             except concurrent.futures.process.BrokenProcessPool:
@@ -361,11 +411,29 @@ def _execute_all(todo, jobs):
             except Exception as exc:
                 yield item[0], item[2], exc
     for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
             try:
-                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:]).result()
+                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (engine,)).result()
             except Exception as exc:
                 yield item[0], item[2], exc
+
+
+def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str) -> Iterator[tuple]:
+    """Submit each item as it comes; yield (item, future) as futures finish, finished ones first."""
+    pending: dict[concurrent.futures.Future, tuple] = {}
+    for item in todo:
+        try:
+            pending[pool.submit(run_one, item[1:2] + item[3:] + (engine,))] = item
+        except concurrent.futures.process.BrokenProcessPool:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(concurrent.futures.process.BrokenProcessPool("the worker pool broke"))
+            pending[future] = item
+        for future in [f for f in pending if f.done()]:
+            yield pending.pop(future), future
+    while pending:
+        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            yield pending.pop(future), future
 
 
 def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path) -> Report:

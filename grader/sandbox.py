@@ -4,6 +4,7 @@ network and a read-only view of the machine with the course's private folders hi
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,8 @@ class Sandbox:
             "bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         ]
+        if os.geteuid() == 0:  # root keeps its capabilities in bwrap: it could unmount what hides
+            args += ["--cap-drop", "ALL"]  # the private folders, or remount / writable
         for path in self.hide:
             if path.exists():
                 args += ["--tmpfs", str(path.resolve())]

@@ -10,7 +10,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from grader import execute as kernel_engine
-from grader import forkengine
+from grader import forkengine, forkpool
 from grader.execute import ExecOptions
 from grader.sandbox import bubblewrap_works
 
@@ -134,8 +134,8 @@ def test_the_warm_server_never_holds_a_submission():
     token = "SUBMISSION-" + secrets.token_hex(12)
     ex = run(f"secret = {token!r}\nlen(secret)")
     assert text(ex.nb.cells[0]) == f"[execute_result]{len(token)}"
-    with forkengine._server(OPTIONS) as server:
-        pid = _server_pid(server)
+    with forkpool.lease(OPTIONS) as lease:
+        pid = _server_pid(lease.server)
         try:
             found = _memory_contains(pid, token.encode())
         except PermissionError:
@@ -187,3 +187,38 @@ def test_a_sandboxed_child_has_no_network_and_cannot_see_hidden_folders(tmp_path
     )
     assert [text(c) for c in ex.nb.cells[:2]] == ["[execute_result]'offline'", "[execute_result][]"]
     assert "Read-only file system" in text(ex.nb.cells[2])
+
+
+def test_a_submission_that_kills_the_server_loses_that_cell_only():
+    ex = run("x = 1", "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(2)", "x + 1")
+    assert ex.died == [1] and ex.restarts == 1
+    assert text(ex.nb.cells[2]) == "[execute_result]2"
+    assert text(run("6 * 7").nb.cells[0]) == "[execute_result]42"
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine")
+def test_a_sandboxed_child_cannot_undo_the_sandbox_or_reach_the_server(tmp_path):
+    private = tmp_path / "solutions"
+    private.mkdir()
+    (private / "answers.txt").write_text("the answers")
+    options = ExecOptions(cell_timeout=5, hide=[str(private)])
+    ex = run(
+        f"import subprocess\nsubprocess.run(['umount', {str(private)!r}], capture_output=True).returncode != 0 and "
+        "subprocess.run(['mount', '-o', 'remount,rw', '/'], capture_output=True).returncode != 0",
+        f"import os\nos.listdir({str(private)!r})",
+        "try:\n    open(f'/proc/{os.getppid()}/mem', 'rb'); seen = 'server memory open'\n"
+        "except OSError as exc:\n    seen = type(exc).__name__\nseen",
+        options=options,
+    )
+    assert [text(c) for c in ex.nb.cells] == [f"[execute_result]{v}" for v in ("True", "[]", "'PermissionError'")]
+
+
+def test_nothing_a_child_starts_outlives_its_submission():
+    ex = run(
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "p.pid",
+    )
+    pid = int(text(ex.nb.cells[0]).removeprefix("[execute_result]"))
+    run("1")  # the next submission on the same server starts only after the cleanup
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"

@@ -1,0 +1,257 @@
+"""The ``fork`` engine: each submission runs in a child forked from a warm server, under the kernel engine's rules.
+
+A server (:mod:`grader.forkserver`) imports torch and the course once and is then reused
+for submission after submission; each submission gets fresh children, one at a time, that
+never saw another submission. The rules are those of :mod:`grader.execute`: the same
+per-cell timeout (an interrupt, then a kill if the cell does not stop), the same memory cap,
+the same sandbox (the server runs inside it, so its children do), the same tamper guard
+asked before every test cell, and after a child dies or stays stuck a new one in which the
+learner's earlier cells are replayed. The result is the same :class:`~grader.execute.Execution`,
+so :func:`grader.scoring.score` cannot tell the engines apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import select
+import signal
+import socket
+import time
+
+from nbformat import NotebookNode
+
+from grader import cells, integrity
+from grader.execute import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
+from grader.forkpool import Lease, Server, StartError, lease
+from grader.forkserver import recv, send
+
+log = logging.getLogger(__name__)
+
+DIED, STUCK = "died", "stuck"
+MESSAGE_TIMEOUT = 30  # seconds a child may take to finish sending a message it began
+GUARD_WAIT = PROBE_TIMEOUT + 10 + 5  # the child gives its guard PROBE_TIMEOUT + 10 s, as the kernel engine does
+
+
+# -- one child -------------------------------------------------------------------------------
+
+class Child:
+    """A forked child serving one submission (until it dies or the submission is done)."""
+
+    def __init__(self, server: Server, options: ExecOptions, guard: str):
+        server.wait_ready()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.pidfd: int | None = None
+        self.pid: int | None = None
+        self.partial: list | None = None
+        self.interrupted = False
+        try:
+            self.sock.settimeout(options.startup_timeout)
+            self.sock.connect(server.socket_path)
+            _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
+            self.pidfd = fds[0] if fds else None
+            send(self.sock, {"memory_mb": options.memory_mb, "guard": guard, "install": integrity.install_code(guard)})
+            hello = recv(self.sock)
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise StartError(f"no child from the fork server: {exc}") from exc
+        if not hello or not hello.get("ready"):
+            self.close()
+            raise StartError("the child died while starting (the grader's guard could not be installed)")
+        # sent before any submission code ran, so it can be trusted; used only without a pidfd
+        self.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+
+    def request(self, message: dict, timeout: float, grace: float, guard_time: float = 0.0) -> dict | str:
+        """Run a cell: the child's reply, :data:`DIED` (it is gone) or :data:`STUCK` (killed).
+
+        As the kernel engine does, a cell still running after ``timeout`` seconds is
+        interrupted (SIGINT: ``KeyboardInterrupt`` in the cell; :attr:`interrupted` is set),
+        and a child that has not answered ``grace`` seconds later is killed. A test cell's
+        clock starts once the guard answered (it may take ``guard_time``).
+        """
+        self.partial, self.interrupted = None, False
+        guarded = message.get("guard") is not None
+        deadline = time.monotonic() + (guard_time if guarded else timeout)
+        try:
+            send(self.sock, message)
+            while True:
+                if not self._readable(deadline - time.monotonic()):
+                    if guarded or self.interrupted:
+                        self.kill()
+                        return STUCK
+                    self.interrupt()
+                    self.interrupted, deadline = True, time.monotonic() + grace
+                    continue
+                self.sock.settimeout(MESSAGE_TIMEOUT)  # a message has begun: it must come whole
+                reply = recv(self.sock)
+                if reply is None:
+                    return DIED
+                if "started" in reply:  # the guard answered: the cell's own clock starts
+                    guarded, deadline = False, time.monotonic() + timeout
+                elif "partial" in reply:
+                    self.partial = reply["partial"]  # interrupted: what the cell showed so far
+                else:
+                    return reply
+        except (OSError, ValueError, UnicodeDecodeError):  # a child that stalls or sends garbage is as good as dead
+            self.kill()
+            return DIED
+
+    def _readable(self, seconds: float) -> bool:
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, seconds))
+        return bool(ready)
+
+    def interrupt(self) -> None:
+        self._signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, signum: int) -> None:
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signum)
+            elif self.pid:
+                os.kill(self.pid, signum)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.sock.close()  # the child reads EOF and exits; the server cleans up after it
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+# -- outputs from a child: untrusted, so rebuilt field by field ------------------------------
+
+def _outputs(raw) -> list[NotebookNode]:
+    out: list[NotebookNode] = []
+    for o in raw if isinstance(raw, list) else []:
+        kind = o.get("output_type") if isinstance(o, dict) else None
+        if kind == "stream" and o.get("name") in ("stdout", "stderr"):
+            out.append(NotebookNode(output_type=kind, name=o["name"], text=str(o.get("text", ""))))
+        elif kind in ("execute_result", "display_data"):
+            data = o.get("data") if isinstance(o.get("data"), dict) else {}
+            node = NotebookNode(output_type=kind, data=NotebookNode({str(k): v for k, v in data.items()}),
+                                metadata=NotebookNode(o["metadata"] if isinstance(o.get("metadata"), dict) else {}))
+            if kind == "execute_result":
+                count = o.get("execution_count")
+                node["execution_count"] = count if isinstance(count, int) else None
+            out.append(node)
+        elif kind == "error":
+            trace = o.get("traceback") if isinstance(o.get("traceback"), list) else []
+            out.append(NotebookNode(output_type="error", ename=str(o.get("ename", "")),
+                                    evalue=str(o.get("evalue", "")), traceback=[str(t) for t in trace]))
+    return out
+
+
+def _timeout_output(options: ExecOptions) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=TIMEOUT_ENAME, traceback=[],
+                        evalue=f"the cell ran longer than {options.cell_timeout} s and was stopped")
+
+
+# -- one submission ----------------------------------------------------------------------------
+
+class _Runner:
+    """One submission's execution across as many children as it needs (cf. execute._Runner)."""
+
+    def __init__(self, nb: NotebookNode, options: ExecOptions, held: Lease):
+        self.nb, self.options, self.lease = nb, options, held
+        self.result = Execution(nb=nb)
+        self.guard = integrity.new_guard_name()
+        self.grace = PROBE_TIMEOUT  # after the interrupt, as long as the kernel engine's probe waits
+
+    def run(self) -> Execution:
+        code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        done: list[int] = []  # learner/demo cells that ran, replayed in a new child
+        position = sessions = 0
+        while position < len(code_cells):
+            if self.result.restarts > self.options.max_restarts:
+                self.result.not_run_from = code_cells[position]
+                break
+            sessions += 1
+            try:
+                child = self._new_child()
+            except StartError as exc:
+                if sessions == 1:
+                    log.warning("fork engine: %s", exc)
+                    self.result.error = str(exc)
+                    break
+                self.result.restarts += 1
+                continue
+            try:
+                if self._replay(child, done):
+                    position = self._run_cells(child, code_cells, position, done)
+                else:
+                    self.result.restarts += 1
+            finally:
+                child.close()
+        return self.result
+
+    def _new_child(self) -> Child:
+        try:
+            return Child(self.lease.server, self.options, self.guard)
+        except StartError:
+            if self.lease.server.alive():
+                raise
+        log.warning("fork engine: the server died; starting a new one")  # killed by a submission, or OOM
+        self.lease.renew()
+        return Child(self.lease.server, self.options, self.guard)
+
+    def _message(self, cell: NotebookNode, **extra) -> dict:
+        return {"op": "run", "code": cells.source_text(cell), "history": True, **extra}
+
+    def _replay(self, child: Child, done: list[int]) -> bool:
+        for index in done:
+            reply = child.request(self._message(self.nb.cells[index]), self.options.cell_timeout, self.grace)
+            if reply in (DIED, STUCK):
+                return False
+        return True
+
+    def _run_cells(self, child: Child, code_cells: list[int], position: int, done: list[int]) -> int:
+        """Run cells from ``position`` until the end or until the child must be replaced;
+        returns the position to go on from."""
+        while position < len(code_cells):
+            index = code_cells[position]
+            position += 1
+            cell = self.nb.cells[index]
+            test = cells.is_test(cell)
+            nonce = secrets.token_hex(4) if test else None
+            reply = child.request(self._message(cell, guard=nonce), self.options.cell_timeout, self.grace, GUARD_WAIT)
+            if reply == STUCK or (reply == DIED and child.interrupted):
+                # interrupted and then stuck (or dead): stopped, like a kernel that never answers
+                cell.outputs = _outputs(child.partial) + [_timeout_output(self.options)]
+                self.result.timed_out.append(index)
+                self.result.restarts += 1
+                return position
+            if reply == DIED:
+                self.result.died.append(index)
+                self.result.restarts += 1
+                return position
+            if test:
+                clean, what = integrity.parse_check(reply.get("guard"), nonce)
+                if not clean:
+                    self.result.tampered[index] = what
+                    continue
+            cell.outputs = _outputs(reply.get("outputs"))
+            count = reply.get("execution_count")
+            cell.execution_count = count if isinstance(count, int) else None
+            if child.interrupted:
+                cell.outputs.append(_timeout_output(self.options))
+                self.result.timed_out.append(index)
+            elif not test:
+                done.append(index)
+        return position
+
+
+def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
+    """Run every code cell of ``nb`` in children of a warm server (see :func:`grader.execute.execute`).
+
+    Errors do not stop the run. Returns what happened; the outputs are in ``nb`` itself.
+    """
+    try:
+        with lease(options) as held:
+            return _Runner(nb, options, held).run()
+    except StartError as exc:
+        return Execution(nb=nb, error=str(exc))

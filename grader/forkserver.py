@@ -1,0 +1,249 @@
+"""The warm process of the ``fork`` engine: torch and the course imported once, a fresh child forked per submission.
+
+Started by :mod:`grader.forkengine` as ``python -m grader.forkserver SOCKET SCRATCH`` with the
+stripped environment of a grading kernel (and inside the same sandbox, where the machine
+has one). The server only accepts connections and forks: it never reads what comes over a
+connection, so it never holds a submission, a gradebook handle or a solution. Each child
+serves one connection (one submission's kernel) and exits; after it, the server removes
+every file the child could have left for the next one.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+
+#: Modules the server imports before it forks anything: what every chapter imports.
+PRELOAD = (
+    "numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "IPython.core.interactiveshell",
+    "course_utils", "course_utils.checks", "course_utils.plots", "hypothesis", "hypothesis.strategies",
+)
+#: Folders a sandboxed server owns privately and empties after every child.
+PRIVATE_DIRS = ("/tmp", "/dev/shm")
+MAX_MESSAGE = 64 * 2**20
+MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell
+_HEADER = struct.Struct("!I")
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+# -- framing: a 4-byte length, then JSON (never pickle: a child runs untrusted code) --------
+
+def send(sock: socket.socket, message: dict) -> None:
+    """Send one message."""
+    data = json.dumps(message, default=_json_default).encode("utf-8")
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def recv(sock: socket.socket) -> dict | None:
+    """Receive one message; None when the other side closed the connection.
+
+    Raises:
+        ValueError: the message is too long or not a JSON object.
+    """
+    head = _recv_exactly(sock, _HEADER.size)
+    if head is None:
+        return None
+    (size,) = _HEADER.unpack(head)
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size} bytes is over the limit")
+    body = _recv_exactly(sock, size)
+    if body is None:
+        return None
+    message = json.loads(body.decode("utf-8"))
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")
+    return message
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 2**20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _json_default(obj):
+    if isinstance(obj, bytes):  # images from IPython's formatters
+        return base64.b64encode(obj).decode("ascii")
+    return repr(obj)
+
+
+# -- the server --------------------------------------------------------------------------
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _die_with_parent() -> None:
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _preload() -> object:
+    """Import what the chapters import, warm the lazy parts, and build the shell children use."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a missing optional module costs speed, not correctness
+            print(f"forkserver: preloading {name} failed: {exc}", file=sys.stderr)
+    try:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.plot([0, 1])
+        ax.set_title("warm-up")
+        fig.canvas.draw()  # loads fonts once, here, instead of in every child
+        plt.close(fig)
+    except Exception as exc:
+        print(f"forkserver: matplotlib warm-up failed: {exc}", file=sys.stderr)
+    if len(os.listdir("/proc/self/task")) > 1:  # threads do not survive a fork: a child could hang
+        print("forkserver: a preloaded module started a thread; set OMP_NUM_THREADS=1", file=sys.stderr)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a forked child could not use CUDA
+        print("forkserver: CUDA was initialised while preloading; children cannot use it", file=sys.stderr)
+    from grader.forkshell import new_shell
+
+    return new_shell()
+
+
+def _kill_leftovers() -> None:
+    """Kill every process the child left behind: orphans come to the server (its subreaper)."""
+    me = os.getpid()
+    while True:
+        try:
+            with open(f"/proc/{me}/task/{me}/children") as f:
+                leftovers = [int(p) for p in f.read().split()]
+        except OSError:
+            leftovers = []
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _empty(folder: str, keep: set[str]) -> None:
+    """Remove everything in ``folder`` except the paths in ``keep`` and their parents."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = entry.path
+        if path in keep:
+            continue
+        if any(k.startswith(path + os.sep) for k in keep):
+            _empty(path, keep)
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def serve(socket_path: str, scratch: str, private: bool) -> None:
+    """Accept a connection, fork a child for it, wait for the child, clean up; forever."""
+    _die_with_parent()
+    # not dumpable (and children inherit it): without CAP_SYS_PTRACE no other process of this
+    # user, a child included, can read or write the server's or a child's memory via /proc or ptrace
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # what a child starts and abandons is re-parented to us
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    shell = _preload()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pending = socket_path + ".tmp"
+    listener.bind(pending)
+    listener.listen(4)
+    os.rename(pending, socket_path)  # the socket appears when the server is ready
+    keep = {socket_path, os.path.realpath(scratch)}
+    runtime = os.path.dirname(socket_path)
+    while True:
+        conn, _ = listener.accept()
+        home = os.path.join(scratch, "k" + secrets.token_hex(6))
+        os.mkdir(home, 0o700)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _child(conn, home, shell)  # never returns
+        try:  # the coordinator gets a handle to interrupt or kill the child with, and nothing else
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # Linux < 5.3: the coordinator uses the pid
+            pidfd = None
+        try:
+            socket.send_fds(conn, [b"P"], [pidfd] if pidfd is not None else [])
+        except OSError:
+            pass
+        if pidfd is not None:
+            os.close(pidfd)
+        conn.close()
+        os.waitpid(pid, 0)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # whatever the child started...
+        except OSError:
+            pass
+        _kill_leftovers()  # ...even in a session of its own, before the next child's files exist
+        _empty(scratch, set())
+        _empty(runtime, keep)
+        if private:
+            for folder in PRIVATE_DIRS:
+                _empty(folder, keep)
+
+
+# -- a child -----------------------------------------------------------------------------
+
+def _child(conn: socket.socket, home: str, shell) -> None:
+    """Serve one submission on ``conn``, then exit (never returns)."""
+    try:
+        _die_with_parent()
+        os.setsid()  # its own process group: the server kills whatever it leaves behind
+        os.chdir(home)
+        os.environ.update(HOME=home, TMPDIR=home)
+        tempfile.tempdir = None
+        init = recv(conn)  # the coordinator sends it once the server has sent our pidfd
+        if init is None:
+            os._exit(0)
+        from grader.forkshell import Session
+
+        Session(conn, shell, init).serve()
+    except BaseException:  # the child's own machinery broke (as a kernel can): die, loudly
+        os._exit(70)
+    os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m grader.forkserver SOCKET SCRATCH [--private-tmp]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    private = "--private-tmp" in args
+    args = [a for a in args if a != "--private-tmp"]
+    if len(args) != 2:
+        raise SystemExit("usage: python -m grader.forkserver SOCKET SCRATCH [--private-tmp]")
+    serve(args[0], args[1], private)
+
+
+if __name__ == "__main__":
+    main()
