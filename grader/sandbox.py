@@ -48,6 +48,8 @@ class Sandbox:
         ]
         if os.geteuid() == 0:  # root keeps its capabilities in bwrap: it could unmount what hides
             args += ["--cap-drop", "ALL"]  # the private folders, or remount / writable
+        for path in needed_under_tmp():  # the fresh /tmp must not hide Python or the course
+            args += ["--ro-bind", path, path]
         for path in self.hide:
             if path.exists():
                 args += ["--tmpfs", str(path.resolve())]
@@ -57,6 +59,21 @@ class Sandbox:
             "--chdir", str(self.workdir),
         ]
         return [*args, *limited]
+
+
+def needed_under_tmp() -> list[str]:
+    """Folders a kernel needs (the interpreter, the virtualenv, the course's code) that lie
+    under /tmp, where the sandbox mounts an empty tmpfs: they are bound back in, read-only."""
+    import course_utils
+
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(course_utils.__file__))}
+    candidates.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tmp = os.path.realpath("/tmp")
+    out = []
+    for path in sorted(os.path.realpath(p) for p in candidates):
+        if (path == tmp or path.startswith(tmp + os.sep)) and not any(path.startswith(o + os.sep) for o in out):
+            out.append(path)
+    return out
 
 
 @lru_cache(maxsize=1)
