@@ -142,7 +142,7 @@ def test_browser_deps_installs_chromium_with_apt_only_when_missing():
 
 
 def test_make_help_lists_every_target_it_documents():
-    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["make", "-s", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = {line.split()[0] for line in re.sub(r"\x1b\[[0-9;]*m", "", out).splitlines() if line.strip()}
     documented = set(re.findall(r"^([a-zA-Z_-]+):.*## ", (ROOT / "Makefile").read_text(), re.MULTILINE))
     assert {"ci", "test", "lint", "browser-deps"} <= documented == listed
