@@ -10,6 +10,10 @@ from typing import Any
 
 import torch
 
+from course_utils import observe as _observe
+
+_MISSING: Any = object()  # `expected` left out: the grader's run of the solution is the oracle
+
 # Bound once at import, so that a learner's cell that monkey-patches torch (or the names
 # below) cannot change what the checks compute.
 _Tensor = torch.Tensor
@@ -74,6 +78,9 @@ def check_shape(actual: Any, shape: Sequence[int], *, name: str = "your answer")
     Raises:
         AnswerError: naming the shape that came and what to try.
     """
+    if _observe.active():
+        _observe.emit("shape", actual, params={"name": name, "shape": tuple(int(d) for d in shape)})
+        return
     _check_type(actual, name)
     got = tuple(actual.shape)
     want = tuple(int(d) for d in shape)
@@ -102,7 +109,7 @@ def _check_type(actual: Any, name: str) -> None:
 
 def check_tensor(
     actual: Any,
-    expected: torch.Tensor,
+    expected: torch.Tensor = _MISSING,
     *,
     name: str = "your answer",
     rtol: float = 1e-5,
@@ -116,10 +123,19 @@ def check_tensor(
     integers and booleans exactly). Nothing is broadcast or cast to make the answer fit.
     Values on the ``meta`` device have no data, so only the metadata is compared there.
 
+    In a grading run the value is observed instead (see :mod:`course_utils.observe`), and
+    ``expected`` may be left out in hidden tests: the solution's own value is then expected.
+
     Raises:
         AnswerError: naming the first property that differs and what to try.
     """
+    if _observe.active():
+        params = {"name": name, "rtol": rtol, "atol": atol, "check_device": check_device}
+        _observe.emit("tensor", actual, expected=expected, has_expected=expected is not _MISSING, params=params)
+        return
     _check_type(actual, name)
+    if expected is _MISSING:  # a hidden test outside a grading run: only the kind is checked
+        return
     if not isinstance(expected, _Tensor):
         raise TypeError("check_tensor: `expected` must be a tensor")
     check_shape(actual, tuple(expected.shape), name=name)
@@ -166,7 +182,7 @@ def check_tensor(
 
 def check_value(
     actual: Any,
-    expected: Any,
+    expected: Any = _MISSING,
     *,
     name: str = "your answer",
     rel_tol: float = 1e-6,
@@ -179,9 +195,18 @@ def check_value(
     always says yes).
     A 0-d tensor where a number was expected is refused with a hint to use ``.item()``.
 
+    In a grading run the value is observed instead (see :mod:`course_utils.observe`), and
+    ``expected`` may be left out in hidden tests: the solution's own value is then expected.
+
     Raises:
         AnswerError: naming what came, what was expected and what to try.
     """
+    if _observe.active():
+        params = {"name": name, "rel_tol": rel_tol, "abs_tol": abs_tol}
+        _observe.emit("value", actual, expected=expected, has_expected=expected is not _MISSING, params=params)
+        return
+    if expected is _MISSING:  # a hidden test outside a grading run: nothing to compare with
+        return
     if isinstance(expected, _Tensor):
         check_tensor(actual, expected, name=name)
         return
@@ -236,6 +261,17 @@ def raises(exc_type: type[BaseException], match: str | None = None) -> Iterator[
         AnswerError: when nothing was raised, or the message did not match.
     """
     info = RaisesInfo()
+    if _observe.active():
+        types = exc_type if isinstance(exc_type, tuple) else (exc_type,)
+        params = {"types": [f"{t.__module__}.{t.__qualname__}" for t in types], "match": match}
+        try:
+            yield info
+        except Exception as exc:  # observed, not judged: the grader compares
+            info.value = exc
+            _observe.emit("raises", exc, params=params)
+            return
+        _observe.emit("raises", _observe.NO_EXCEPTION, params=params)
+        return
     try:
         yield info
     except exc_type as exc:

@@ -244,8 +244,8 @@ class _Runner:
             index = code_cells[position]
             position += 1
             cell = self.nb.cells[index]
-            if cells.is_test(cell) and not self._guard_ok(index):
-                continue
+            if cells.is_test(cell):
+                self._guard_ok(index)  # what it finds is a note for a reviewer, never a score
             try:
                 self.client.execute_cell(cell, index)
             except DeadKernelError:

@@ -11,6 +11,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell, new_output
 
+from course_utils.observe import MIME
 from grader import cells, project
 from grader.grade import Workspace
 from grader.release import build_release
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 #: Marks drawn from common fonts (DejaVu has them), so they show wherever the page is opened.
 ICON = {"passed": "✓"}
 FAIL_ICON = "✗"
+AFTER_TESTS = "(output not shown: this cell ran after the grader's tests)\n"
 
 
 def summary_markdown(result: dict) -> str:
@@ -42,6 +44,23 @@ def summary_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+#: What of a learner's rich output a page may show: text and pictures, never markup or script.
+INERT = ("text/plain", "image/png", "image/jpeg")
+
+
+def inert(outputs: list) -> list:
+    """The outputs as plain text and images only (no HTML, SVG, JavaScript, widgets, observations)."""
+    kept = []
+    for out in outputs:
+        if out.get("output_type") in ("display_data", "execute_result"):
+            data = {k: v for k, v in out.get("data", {}).items() if k in INERT}
+            if not data or MIME in out.get("data", {}):
+                continue
+            out = dict(out, data=data, metadata={})
+        kept.append(out)
+    return kept
+
+
 def redact(nb: NotebookNode, release: NotebookNode, result: dict) -> NotebookNode:
     """Show each test cell as the learner received it, with its verdict instead of its output.
 
@@ -50,12 +69,18 @@ def redact(nb: NotebookNode, release: NotebookNode, result: dict) -> NotebookNod
     """
     visible = {cells.grade_id(c): cells.source_text(c) for c in release.cells if cells.is_test(c)}
     verdicts = {t["grade_id"]: t for t in result.get("tests", [])}
+    tests_ran = False
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         cell.metadata.pop("papermill", None)
         if not cells.is_test(cell):
+            if tests_ran:  # whatever the learner's code printed once hidden tests had run stays out
+                cell.outputs = [new_output("stream", name="stdout", text=AFTER_TESTS)] if cell.get("outputs") else []
+            else:
+                cell.outputs = inert(cell.get("outputs", []))
             continue
+        tests_ran = True
         gid = cells.grade_id(cell)
         cell.source = visible.get(gid, "# (tests)")
         t = verdicts.get(gid)

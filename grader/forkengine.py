@@ -7,7 +7,7 @@ per-cell timeout (an interrupt, then a kill if the cell does not stop), the same
 the same sandbox (the server runs inside it, so its children do), the same tamper guard
 asked before every test cell, and after a child dies or stays stuck a new one in which the
 learner's earlier cells are replayed. The result is the same :class:`~grader.execute.Execution`,
-so :func:`grader.scoring.score` cannot tell the engines apart.
+so :func:`grader.verdict.score` cannot tell the engines apart.
 """
 
 from __future__ import annotations
@@ -231,9 +231,8 @@ class _Runner:
                 return position
             if test:
                 clean, what = integrity.parse_check(reply.get("guard"), nonce)
-                if not clean:
+                if not clean:  # a note for a reviewer, never a score
                     self.result.tampered[index] = what
-                    continue
             cell.outputs = _outputs(reply.get("outputs"))
             count = reply.get("execution_count")
             cell.execution_count = count if isinstance(count, int) else None

@@ -22,11 +22,8 @@ import struct
 import sys
 import tempfile
 
-#: Modules the server imports before it forks anything: what every chapter imports.
-PRELOAD = (
-    "numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "IPython.core.interactiveshell",
-    "course_utils", "course_utils.checks", "course_utils.plots", "hypothesis", "hypothesis.strategies",
-)
+from grader.integrity import PRELOAD  # what a kernel imports before learner code too
+
 #: Folders a sandboxed server owns privately and empties after every child.
 PRIVATE_DIRS = ("/tmp", "/dev/shm")
 MAX_MESSAGE = 64 * 2**20

@@ -7,14 +7,12 @@ misbehaving submission costs that submission and nothing else.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,23 +21,20 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import OverwriteCells
 
-from grader import cells, pipeline, project
+from grader import cells, dispatch, instrument, pipeline, project, reference
 from grader import gradebook as gbmod
-from grader.execute import ExecOptions, execute
+from grader.dispatch import DEFAULT_ENGINE, ENGINES
+from grader.execute import ExecOptions, Execution
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding, scan
 from grader.release import build_release
-from grader.scoring import PASSED, TestResult, score
+from grader.verdict import PASSED, TestResult, score
 
 log = logging.getLogger(__name__)
 
 #: Bump when a change to grading could change a score: cached results are then redone.
-GRADER_REVISION = "1"
+GRADER_REVISION = "2"
 
-#: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
-#: ``fork`` (children of a warm interpreter, see grader.forkengine). Both give the same grades.
-ENGINES = ("fork", "kernel")
-DEFAULT_ENGINE = "fork"
 
 
 @dataclass
@@ -117,10 +112,10 @@ def _fingerprint(*parts: bytes) -> str:
     return h.hexdigest()[:32]
 
 
-def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release: NotebookNode, device: str) -> NotebookNode:
-    """Sanitise a submission (restore test cells, metadata) and inject the grading parameters."""
-    from papermill.parameterize import parameterize_notebook
-
+def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release: NotebookNode, device: str,
+            tests: dict[str, instrument.TestSource] | None = None) -> NotebookNode:
+    """Sanitise a submission (restore test cells, metadata), inject the grading parameters and
+    put the grader's version of every test cell in place (see :mod:`grader.instrument`)."""
     release_meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
     release_ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
     pairs, answer = {}, None
@@ -139,15 +134,7 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     if cells.parameters_cell_index(nb) is None:
         # papermill puts the injected parameters on top when the tagged cell is gone
         log.info("%s: the parameters cell is missing; parameters go on top", notebook)
-    nb = nbformat.from_dict(nb)  # cells nbgrader restored are plain dicts inside
-    for i, cell in enumerate(nb.cells):
-        if not cell.get("id"):
-            cell["id"] = f"restored-{i}"
-    # papermill's loader gives every notebook these keys; parameterize_notebook relies on them
-    nb.metadata.setdefault("papermill", {}).setdefault("parameters", {})
-    for cell in nb.cells:
-        cell.setdefault("metadata", {}).setdefault("tags", [])
-    return parameterize_notebook(nb, {"DEVICE": device, "SEED": 0, "FAST": True}, kernel_name="python3", language="python")
+    return reference.grading_notebook(nb, tests or {}, device)
 
 
 def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
@@ -184,34 +171,6 @@ def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, N
         if ids(other) & theirs:
             return f"this is a notebook of chapter {chapter}, not of this chapter"
     return "no exercise of this chapter was found in the notebook"
-
-
-def run_one(payload: tuple) -> tuple[str, list[dict], dict[str, Any]]:
-    """Worker: execute one prepared notebook and score it (no gradebook, no solutions here).
-
-    ``payload`` is ``(notebook JSON, ExecOptions fields, findings[, engine])``; the engine
-    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.forkengine`).
-    """
-    nb_json, options, findings, *rest = payload
-    engine = rest[0] if rest else "kernel"
-    nb = nbformat.reads(nb_json, as_version=4)
-    if engine == "fork":
-        from grader import forkengine
-
-        execution = forkengine.execute(nb, ExecOptions(**options))
-    elif engine == "kernel":
-        execution = execute(nb, ExecOptions(**options))
-    else:
-        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
-    tests = [t.to_dict() for t in score(execution, [Finding(**f) for f in findings])]
-    info = {
-        "timed_out": execution.timed_out,
-        "died": execution.died,
-        "tampered": execution.tampered,
-        "restarts": execution.restarts,
-        "error": execution.error,
-    }
-    return nbformat.writes(execution.nb), tests, info
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -294,9 +253,11 @@ def main(
 
     reports: list[Report] = []
     releases: dict[str, NotebookNode] = {}
+    tests: dict[str, dict[str, instrument.TestSource]] = {}
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
         gbmod.register_chapter(db_url, chapter, sources[chapter])
         releases[chapter] = build_release(chapter, sources[chapter])
+        tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
     for sub in found:
         if sub.path is None:
@@ -311,6 +272,19 @@ def main(
             reports.append(cached)
             continue
         candidates.append((sub, options, raw, fp))
+
+    # The solutions' runs, before any learner code of this batch runs (see grader.reference).
+    references: dict[str, dict[str, list[dict]]] = {}
+    for chapter in sorted({sub.chapter for sub, *_ in candidates}):
+        options = chapter_options(base, sources[chapter].parent)
+        try:
+            references[chapter] = reference.run(
+                chapter, sources[chapter], options, engine, GRADER_REVISION, ws.root / "reference"
+            )
+        except Exception as exc:  # the chapter cannot be graded: every test says why
+            log.error("the reference run of %s failed: %s", chapter, exc)
+            references[chapter] = {}
+    findings_of: dict[tuple[str, str], list[Finding]] = {}
 
     def not_executed(report: Report) -> None:
         reports.append(report)
@@ -335,20 +309,22 @@ def main(
                 not_executed(_unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
                 continue
             try:
-                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device)
+                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device, tests[chapter])
             except Exception as exc:  # the notebook is readable but cannot be prepared: say why
                 log.exception("preparing %s failed", sub.key)
                 reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
                 not_executed(_unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
                 continue
-            findings = [asdict(f) for f in learner_findings(prepared, releases[chapter])]
-            yield sub, nbformat.writes(prepared), fp, options, findings
+            findings = learner_findings(prepared, releases[chapter])
+            findings_of[(sub.student, chapter)] = findings
+            yield sub, nbformat.writes(prepared), fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if on_start:
         on_start(len(candidates))
-    for sub, fp, outcome in _execute_all(todo(), jobs, engine, scheduler):
-        report = _record(ws, sub, fp, outcome, db_url, sources[sub.chapter])
+    for sub, fp, outcome in dispatch.execute_all(todo(), jobs, engine, scheduler):
+        judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
+        report = _record(ws, sub, fp, outcome, db_url, sources[sub.chapter], judged)
         reports.append(report)
         if on_progress:
             on_progress(report)
@@ -377,77 +353,29 @@ def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], s
     return {c: r for c, r in releases.items() if c != skip}
 
 
-def _execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None) -> Iterator[tuple]:
-    """Yield (submission, fingerprint, worker outcome or exception) as executions finish.
-
-    ``todo`` is consumed lazily: a submission starts as soon as it is prepared. A worker
-    process that crashes costs the submission it was running; the others are run again in
-    a fresh pool. The fork engine's workers are threads of this process: each drives the
-    children of its own warm server, which do the work.
-    """
-    if scheduler:
-        from grader import distributed
-
-        yield from distributed.execute_all(todo, scheduler, engine)
-        return
-    if jobs == 1:
-        for sub, nb_json, fp, options, findings in todo:
-            try:
-                yield sub, fp, run_one((nb_json, options, findings, engine))
-            except Exception as exc:
-                yield sub, fp, exc
-        return
-    if engine == "fork":
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
-    else:
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-    broken = []
-    with pool:
-        for item, future in _as_submitted(pool, todo, engine):
-            try:
-                yield item[0], item[2], future.result()
-            except concurrent.futures.process.BrokenProcessPool:
-                broken.append(item)
-            except Exception as exc:
-                yield item[0], item[2], exc
-    for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            try:
-                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (engine,)).result()
-            except Exception as exc:
-                yield item[0], item[2], exc
-
-
-def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str) -> Iterator[tuple]:
-    """Submit each item as it comes; yield (item, future) as futures finish, finished ones first."""
-    pending: dict[concurrent.futures.Future, tuple] = {}
-    for item in todo:
-        try:
-            pending[pool.submit(run_one, item[1:2] + item[3:] + (engine,))] = item
-        except concurrent.futures.process.BrokenProcessPool:
-            future: concurrent.futures.Future = concurrent.futures.Future()
-            future.set_exception(concurrent.futures.process.BrokenProcessPool("the worker pool broke"))
-            pending[future] = item
-        for future in [f for f in pending if f.done()]:
-            yield pending.pop(future), future
-    while pending:
-        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-        for future in done:
-            yield pending.pop(future), future
-
-
-def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path) -> Report:
+def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path, judged: tuple) -> Report:
+    """Score an executed submission here, in the coordinator, and record it."""
     if isinstance(outcome, Exception):
         report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}")
         tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
         report.tests = [t.to_dict() for t in tests]
     else:
-        nb_json, tests_raw, info = outcome
+        nb_json, info = outcome
         out = ws.autograded / sub.student / sub.chapter / source.name
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(nb_json, encoding="utf-8")
+        execution = Execution(
+            nb=nbformat.reads(nb_json, as_version=4),
+            timed_out=list(info.get("timed_out", [])),
+            died=list(info.get("died", [])),
+            not_run_from=info.get("not_run_from"),
+            tampered={int(k): v for k, v in info.get("tampered", {}).items()},
+            error=info.get("error"),
+            restarts=info.get("restarts", 0),
+        )
+        refs, chapter_tests, findings = judged
         report = Report(sub.student, sub.chapter, "graded", message=sub.note or "")
-        report.tests = tests_raw
+        report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
         if info.get("error"):
             report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
     _finish(report, sub.chapter, source, db_url, fp, ws)

@@ -73,6 +73,14 @@ def _line_of(text: str, pos: int) -> str:
     return text[start : end if end != -1 else None].strip()[:80]
 
 
+#: Modules imported before any learner code, by a fork server and by every kernel alike, so
+#: that an import hook a learner installs meets the same modules under both engines.
+PRELOAD = (
+    "numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "IPython.core.interactiveshell",
+    "course_utils", "course_utils.checks", "course_utils.observe", "course_utils.plots",
+    "hypothesis", "hypothesis.strategies",
+)
+
 #: What the guard watches: (module expression, attribute names). Evaluated in the kernel.
 WATCHED = {
     "builtins": [
@@ -135,6 +143,13 @@ def _course_guard_factory(watched):
 import sys as _course_sys
 setattr(_course_sys, {name!r}, _course_guard_factory({WATCHED!r}))
 del _course_sys, _course_guard_factory
+import importlib as _il
+for _m in {PRELOAD!r}:
+    try:
+        _il.import_module(_m)
+    except Exception:
+        pass
+del _il, _m
 import random as _r, numpy as _np, torch as _t
 _r.seed(0); _np.random.seed(0); _t.manual_seed(0)
 del _r, _np, _t

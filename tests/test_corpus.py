@@ -49,20 +49,34 @@ BEHAVIOURS = {
         "    assert LEAK is None, 'the grader leaked a secret'\n    return x * 2",
         10, "passed", "",
     ),
-    # cheats: the exercise they touch scores nothing and is flagged
-    "patch_checks": ("import course_utils as cu\ncu.check_tensor = lambda *a, **k: None\n\ndef double(x):\n    return x", 0, "flagged", "replaces a course_utils checking helper"),
-    "redefine_check": ("def check_tensor(*args, **kwargs):\n    pass\n\ndef double(x):\n    return x", 6, "flagged", "redefines a checking helper"),
-    "patch_allclose": ("import torch\ntorch.allclose = lambda *a, **k: True\n\ndef double(x):\n    return x", 0, "flagged", "assigns to an attribute of torch"),
+    # tricks: points come only from the values the tests observe (grader.verdict); what the
+    # static scan or the in-process guard notices is a note for a reviewer, never a score
+    "patch_checks": ("import course_utils as cu\ncu.check_tensor = lambda *a, **k: None\n\ndef double(x):\n    return x", 0, "failed", "did not run as they should"),
+    "redefine_check": ("def check_tensor(*args, **kwargs):\n    pass\n\ndef double(x):\n    return x", 6, "failed", "values differ"),
+    "patch_allclose": ("import torch\ntorch.allclose = lambda *a, **k: True\n\ndef double(x):\n    return x", 6, "failed", "values differ"),
     # this patch hangs the kernel itself: the cell times out, a fresh kernel runs the rest
-    "patch_builtins": ("import builtins\nbuiltins.isinstance = lambda *a: True\n\ndef double(x):\n    return x", 6, "flagged", "touches builtins"),
+    "patch_builtins": ("import builtins\nbuiltins.isinstance = lambda *a: True\n\ndef double(x):\n    return x", 6, "failed", "name 'double' is not defined"),
     "hidden_patch": (
         "import importlib\n_m = importlib.import_module('course_utils.checks')\n"
         "vars(_m)['check_tensor'] = lambda *a, **k: None\n\ndef double(x):\n    return x",
-        0, "flagged", "tampering: the code replaced course_utils.checks.check_tensor",
+        0, "failed", "values differ",
     ),
-    "subclass": ("import torch\nclass Mine(torch.Tensor):\n    pass\n\ndef double(x):\n    return (x * 2).as_subclass(Mine)", 6, "flagged", "tensor subclass"),
-    "eq_always_true": ("class Yes:\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes()", 6, "flagged", "overrides equality"),
-    "reads_files": ("def double(x):\n    open('/work/main/solutions/00_mini/mini.ipynb').read()\n    return x * 2", 6, "flagged", "path outside"),
+    "subclass": ("import torch\nclass Mine(torch.Tensor):\n    pass\n\ndef double(x):\n    return (x * 2).as_subclass(Mine)", 6, "failed", "a subclass of torch.Tensor"),
+    "eq_always_true": ("class Yes:\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes()", 6, "failed", "an object of type __main__.Yes"),
+    "reads_files": ("def double(x):\n    open('/work/main/solutions/00_mini/mini.ipynb').read()\n    return x * 2", 6, "failed", "FileNotFoundError"),
+}
+
+
+#: what a reviewer is told about each trick (the note on the first test after it)
+NOTES = {
+    "patch_checks": "replaces a course_utils checking helper",
+    "redefine_check": "redefines a checking helper",
+    "patch_allclose": "assigns to an attribute of torch",
+    "patch_builtins": "touches builtins",
+    "hidden_patch": "replaced course_utils.checks.check_tensor",
+    "subclass": "tensor subclass",
+    "eq_always_true": "overrides equality",
+    "reads_files": "path outside",
 }
 
 
@@ -196,6 +210,10 @@ def test_behaviour_costs_its_exercise_and_nothing_else(corpus, name):
     assert (r.status, v["status"]) == ("graded", status), v
     assert re.search(pattern, v["reason"]), v["reason"]
     assert r.score == score, [(t["grade_id"], t["status"], t["reason"]) for t in r.tests]
+    if name in NOTES:
+        assert re.search(NOTES[name], v["note"]), v
+    else:
+        assert not any(t["note"] for t in r.tests), r.tests
 
 
 def test_a_kernel_killed_while_defining_an_answer_costs_that_answer(corpus):
@@ -246,6 +264,6 @@ def test_the_report_puts_the_hardest_test_first_and_lists_flags(corpus):
     text = path.read_text()
     table = text.split("## Hardest first")[1]
     assert table.index(T1) < table.index(T2)
-    assert "## Flagged for review" in text and "patch_allclose" in text
+    assert "## Flagged for review" in text and "patch_allclose" in text and "secret_env" not in text
     for png in ("scores.png", "exercises.png"):
         assert (path.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -32,7 +32,9 @@ MISBEHAVIOURS = {
 }
 EXPECTED_SCORES = {
     "alice": 10, "bob": 4, "carol": 0, "dave": 0, "loop": 6, "stubborn_loop": 6, "memory_bomb": 6, "os_exit": 6,
-    "input": 6, "runtime_cheat": 0, "static_cheat": 0, "breaks_the_kernel": 6, "dies_midway": 4,
+    # a patch of torch.allclose costs only the exercise it fails: no check relies on it, and what
+    # the scan notices is a note, never a score; the runtime cheat's patch breaks both tests' checks
+    "input": 6, "runtime_cheat": 0, "static_cheat": 6, "breaks_the_kernel": 6, "dies_midway": 4,
 }
 #: name -> grade.main options. Job counts are engine-independent (workers only run run_one), so
 #: the kernel engine runs once, with two workers, as the reference.

@@ -162,14 +162,15 @@ def test_an_interruptible_loop_times_out_without_a_restart():
     assert text(ex.nb.cells[1]) == "[execute_result]True"
 
 
-def test_the_guard_is_asked_before_every_test_cell():
+def test_the_guard_is_asked_before_every_test_cell_and_the_cell_runs_anyway():
+    """What the guard finds is a note for a reviewer: the test cell still runs and is judged."""
     ex = run(
         "import importlib\nvars(importlib.import_module('torch'))['allclose'] = lambda *a, **k: True",
         "assert True",
         tests=(1,),
     )
     assert ex.tampered == {1: "replaced torch.allclose"}
-    assert not ex.nb.cells[1].outputs and not ex.nb.cells[1].execution_count
+    assert ex.nb.cells[1].execution_count
 
 
 @pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine")

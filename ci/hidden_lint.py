@@ -1,0 +1,96 @@
+"""Lint of hidden tests: they observe the learner's values and never compute expected ones.
+
+Whatever runs in the learner's process can be read there, so a hidden test builds inputs and
+observes results; the chapter's solution, run by the grader apart, is its oracle (see
+DESIGN.md, "Where the verdict is decided"). Rules, per test cell's hidden part:
+
+1. no ``check_tensor``/``check_value`` call is given an expected value (a second positional
+   argument or ``expected=``): the solution's value is the expected one;
+2. nothing is assigned to a name that says it holds an expected value (``expected``,
+   ``reference``, ``want``, ``target_value`` ...);
+3. at least one value observation (``check_tensor``, ``check_value`` or ``observe``): a yes/no
+   ``assert`` alone can be faked by the process that makes it.
+
+Usage: ``python ci/hidden_lint.py [NOTEBOOK ...]`` (default: every chapter's source).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader import cells, project  # noqa: E402
+
+VALUE_CHECKS = {"check_tensor", "check_value", "observe"}
+EXPECTED_NAMES = {"expected", "reference", "want", "wanted", "expected_value", "target_value", "truth"}
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def problems_in(grade_id: str, hidden: str) -> list[str]:
+    """What breaks the rules in one test cell's hidden part."""
+    try:
+        tree = ast.parse(hidden)
+    except SyntaxError as exc:
+        return [f"{grade_id}: the hidden tests do not parse ({exc.msg}, line {exc.lineno})"]
+    found, observed = [], False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _called(node)
+            if name in VALUE_CHECKS:
+                observed = True
+            if name in ("check_tensor", "check_value") and (
+                len(node.args) > 1 or any(k.arg == "expected" for k in node.keywords)
+            ):
+                found.append(f"{grade_id}, line {node.lineno}: {name} is given an expected value; leave it out"
+                             " (the solution's value is expected)")
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        for target in targets:
+            for name_node in ast.walk(target):
+                if isinstance(name_node, ast.Name) and name_node.id in EXPECTED_NAMES:
+                    found.append(f"{grade_id}, line {node.lineno}: `{name_node.id}` holds an expected value")
+    if not observed:
+        found.append(f"{grade_id}: the hidden tests make no value observation (check_tensor / check_value)")
+    return found
+
+
+def problems(notebook: Path) -> list[str]:
+    """Every rule broken by the hidden tests of one source notebook."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    out = []
+    for cell in nb.cells:
+        if cells.is_test(cell):
+            gid = cells.grade_id(cell) or "?"
+            _, hidden = cells.split_hidden(cells.source_text(cell))
+            if not hidden.strip():
+                out.append(f"{gid}: no hidden tests")
+                continue
+            out += problems_in(gid, hidden)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or [project.source_notebook(c) for c in project.chapters()]
+    bad = 0
+    for path in paths:
+        for line in problems(path):
+            print(f"{path}: {line}")
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,112 @@
+"""Where prepared notebooks run: in this process's pool, in warm fork servers, or on a Dask cluster.
+
+Workers only execute (no gradebook, no solutions, no scoring): each returns the executed
+notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import nbformat
+
+from grader.execute import ExecOptions, Execution, execute
+
+#: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
+#: ``fork`` (children of a warm interpreter, see grader.forkengine). Both give the same grades.
+ENGINES = ("fork", "kernel")
+DEFAULT_ENGINE = "fork"
+
+
+def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: str) -> Execution:
+    """Run ``nb`` with the given engine (see :func:`grader.execute.execute`)."""
+    if engine == "fork":
+        from grader import forkengine
+
+        return forkengine.execute(nb, options)
+    if engine == "kernel":
+        return execute(nb, options)
+    raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+
+
+def run_one(payload: tuple) -> tuple[str, dict[str, Any]]:
+    """Worker: execute one prepared notebook (no gradebook, no solutions, no scoring here).
+
+    ``payload`` is ``(notebook JSON, ExecOptions fields, findings[, engine])``; the engine
+    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.forkengine`). Returns the
+    executed notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
+    """
+    nb_json, options, _findings, *rest = payload
+    engine = rest[0] if rest else "kernel"
+    execution = execute_notebook(nbformat.reads(nb_json, as_version=4), ExecOptions(**options), engine)
+    info = {
+        "timed_out": execution.timed_out,
+        "died": execution.died,
+        "not_run_from": execution.not_run_from,
+        "tampered": {str(k): v for k, v in execution.tampered.items()},
+        "restarts": execution.restarts,
+        "error": execution.error,
+    }
+    return nbformat.writes(execution.nb), info
+
+
+def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None) -> Iterator[tuple]:
+    """Yield (submission, fingerprint, worker outcome or exception) as executions finish.
+
+    ``todo`` is consumed lazily: a submission starts as soon as it is prepared. A worker
+    process that crashes costs the submission it was running; the others are run again in
+    a fresh pool. The fork engine's workers are threads of this process: each drives the
+    children of its own warm server, which do the work.
+    """
+    if scheduler:
+        from grader import distributed
+
+        yield from distributed.execute_all(todo, scheduler, engine)
+        return
+    if jobs == 1:
+        for sub, nb_json, fp, options, findings in todo:
+            try:
+                yield sub, fp, run_one((nb_json, options, findings, engine))
+            except Exception as exc:
+                yield sub, fp, exc
+        return
+    if engine == "fork":
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    broken = []
+    with pool:
+        for item, future in _as_submitted(pool, todo, engine):
+            try:
+                yield item[0], item[2], future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                broken.append(item)
+            except Exception as exc:
+                yield item[0], item[2], exc
+    for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            try:
+                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (engine,)).result()
+            except Exception as exc:
+                yield item[0], item[2], exc
+
+
+def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str) -> Iterator[tuple]:
+    """Submit each item as it comes; yield (item, future) as futures finish, finished ones first."""
+    pending: dict[concurrent.futures.Future, tuple] = {}
+    for item in todo:
+        try:
+            pending[pool.submit(run_one, item[1:2] + item[3:] + (engine,))] = item
+        except concurrent.futures.process.BrokenProcessPool:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(concurrent.futures.process.BrokenProcessPool("the worker pool broke"))
+            pending[future] = item
+        for future in [f for f in pending if f.done()]:
+            yield pending.pop(future), future
+    while pending:
+        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            yield pending.pop(future), future

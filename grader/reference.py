@@ -1,0 +1,105 @@
+"""Reference runs: the chapter's solution, run as a submission would be, observed check by check.
+
+Before any learner's notebook of a batch runs, the coordinator executes the chapter's
+source notebook (solutions and hidden tests) with the same engine, device, seed, ``FAST``
+and grading mode, in a process that never runs learner code. What its test cells observe
+is what the learners' test cells must observe (see :mod:`grader.verdict`). A reference is
+cached in the workspace by the fingerprint of everything it depends on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from grader import cells, dispatch, instrument
+from grader.execute import ExecOptions, Execution
+
+log = logging.getLogger(__name__)
+
+_CODE = [Path(__file__).parent / n for n in ("instrument.py", "verdict.py", "reference.py")] + [
+    Path(__file__).parent.parent / "course_utils" / n for n in ("observe.py", "checks.py", "env.py")
+]
+
+
+def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) -> str:
+    """What a reference depends on: the chapter source, the options, the engine, the grader."""
+    h = hashlib.sha256()
+    for part in [source.read_bytes(), json.dumps(asdict(options), sort_keys=True).encode(),
+                 engine.encode(), revision.encode()] + [p.read_bytes() for p in _CODE if p.exists()]:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:32]
+
+
+def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], device: str) -> NotebookNode:
+    """``nb`` with the grading parameters injected and the grader's test cells in place."""
+    from papermill.parameterize import parameterize_notebook
+
+    nb = nbformat.from_dict(nb)
+    for i, cell in enumerate(nb.cells):
+        if not cell.get("id"):
+            cell["id"] = f"restored-{i}"
+    # papermill's loader gives every notebook these keys; parameterize_notebook relies on them
+    nb.metadata.setdefault("papermill", {}).setdefault("parameters", {})
+    for cell in nb.cells:
+        cell.setdefault("metadata", {}).setdefault("tags", [])
+    nb = parameterize_notebook(nb, {"DEVICE": device, "SEED": 0, "FAST": True}, kernel_name="python3", language="python")
+    return instrument.apply(nb, tests)
+
+
+def extract(execution: Execution, tests: dict[str, instrument.TestSource]) -> tuple[dict[str, list[dict]], list[str]]:
+    """Per test, the observations of the solution's run; and the tests the solution failed."""
+    from grader.verdict import observations
+
+    found: dict[str, list[dict]] = {}
+    broken = []
+    for index, cell in enumerate(execution.nb.cells):
+        gid = cells.grade_id(cell)
+        if not cells.is_test(cell) or gid not in tests:
+            continue
+        obs = observations(cell)
+        errored = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        complete = bool(obs) and obs[0].get("kind") == "begin" and obs[-1].get("kind") == "end"
+        failed_assert = any(o.get("kind") == "assert" and o.get("actual") != {"t": "bool", "v": True} for o in obs)
+        if errored or not complete or failed_assert or index in execution.timed_out or index in execution.died:
+            error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), {})
+            broken.append(f"{gid}: {error.get('ename', 'incomplete')}: {str(error.get('evalue', ''))[:300]}")
+            continue
+        found[gid] = obs
+    return found, broken
+
+
+def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision: str,
+        cache_dir: Path) -> dict[str, list[dict]]:
+    """The reference observations of ``chapter`` (from the cache when nothing changed)."""
+    fp = fingerprint(source, options, engine, revision)
+    path = cache_dir / f"{chapter}-{fp}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))["tests"]
+        except (OSError, ValueError, KeyError):
+            log.warning("%s: the cached reference is unreadable; running it again", path)
+    src = nbformat.read(str(source), as_version=4)
+    tests = instrument.chapter_tests(src)
+    nb = grading_notebook(src, tests, options.device)
+    execution = dispatch.execute_notebook(nb, options, engine)
+    if execution.error:
+        raise RuntimeError(f"{chapter}: the solution notebook could not be run: {execution.error}")
+    found, broken = extract(execution, tests)
+    for problem in broken:
+        log.error("%s: the solution fails its own test %s", chapter, problem)
+    data: dict[str, Any] = {"chapter": chapter, "fingerprint": fp, "tests": found, "broken": broken}
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+    return found
+

@@ -1,0 +1,473 @@
+"""How a test is scored: the learner's observations against the solution's, in the coordinator.
+
+This is the one place that decides points. The learner's process only *observes* (see
+:mod:`course_utils.observe`); nothing it computes, prints or raises can award a point. A
+test cell earns its points when, observation by observation, the learner's run produced
+what the run of the chapter's solution produced (the reference, :mod:`grader.reference`):
+same sites in the same order, each value equal to the reference's expected value within the
+reference's tolerances, the cell's end reached and no error left in it. Every argument of a
+comparison other than the learner's value comes from the reference. Reasons are written here,
+from the two values, never from text the learner's process sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from nbformat import NotebookNode
+
+from course_utils import checks
+from course_utils.observe import MIME, SCHEMA
+from grader import cells
+from grader.execute import TIMEOUT_ENAME, Execution
+from grader.instrument import TestSource
+from grader.integrity import Finding
+
+MAX_REASON = 400
+#: Caps on what one test cell of a learner may send (larger: the test fails).
+MAX_OBSERVATIONS = 5_000
+MAX_CELL_BYTES = 64 * 1024 * 1024
+MAX_DIGITS = 4_000
+
+PASSED = "passed"
+FAILED = "failed"
+TIMED_OUT = "timed out"
+MEMORY = "memory limit"
+NOT_RUN = "not run"
+KERNEL_DIED = "kernel died"
+NO_REFERENCE = "no reference"
+
+#: What to say for an error the learner's code raised, by its type (never its message,
+#: which the learner's process wrote and could fill with anything it read).
+FRIENDLY = {
+    "StdinNotImplementedError": "input() is not available when grading: an answer must not ask for input",
+    "SystemExit": "the code called sys.exit() / exit(), which stops the notebook",
+    "KeyboardInterrupt": "the cell was interrupted",
+    "MemoryError": "the code used more memory than allowed",
+}
+UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError()"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,80}$")
+_NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]{0,40})' is not defined")
+
+
+@dataclass
+class TestResult:
+    """The outcome of one graded test cell (``note``: for a reviewer, never a score)."""
+
+    grade_id: str
+    points: float
+    max_points: float
+    status: str
+    reason: str = ""
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Malformed(ValueError):
+    """An observation that does not follow the schema."""
+
+
+# -- reading observations -------------------------------------------------------------------
+
+def observations(cell: NotebookNode) -> list[Any]:
+    """The observation records among a cell's outputs, in order (anything sent under our type)."""
+    found = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "display_data" and MIME in out.get("data", {}):
+            found.append(out["data"][MIME])
+    return found
+
+
+def _first_error(cell: NotebookNode) -> dict | None:
+    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+
+
+class Opaque:
+    """A value the schema has no kind for: equal only to the same kind and text."""
+
+    def __init__(self, kind: str, text: str):
+        self.kind, self.text = kind, text
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Opaque and (self.kind, self.text) == (other.kind, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.text))
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}>"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception the learner's code raised inside ``raises(...)`` (or None raised)."""
+
+    type: str | None
+    mro: tuple[str, ...] = ()
+    message: str = ""
+
+
+def _bytes(obs: dict) -> bytes:
+    data = obs.get("data")
+    if not isinstance(data, str):
+        raise Malformed("tensor data is not text")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Malformed("tensor data is not base64") from None
+
+
+def _shape(obs: dict) -> tuple[int, ...]:
+    shape = obs.get("shape")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and 0 <= d < 2**40 for d in shape):
+        raise Malformed("bad shape")
+    return tuple(shape)
+
+
+def _float(v: Any) -> float:
+    if type(v) in (int, float) and type(v) is not bool:
+        return float(v)
+    if v in ("nan", "inf", "-inf"):
+        return float(v)
+    raise Malformed("bad float")
+
+
+def decode(obs: Any, depth: int = 0) -> Any:
+    """A schema value (see :mod:`course_utils.observe`) as a Python value, strictly checked."""
+    if not isinstance(obs, dict) or depth > 10:
+        raise Malformed("not a schema value")
+    t = obs.get("t")
+    if t == "none":
+        return None
+    if t == "bool":
+        if type(obs.get("v")) is not bool:
+            raise Malformed("bad bool")
+        return obs["v"]
+    if t == "int":
+        v = obs.get("v")
+        if not isinstance(v, str) or not re.fullmatch(rf"-?\d{{1,{MAX_DIGITS}}}", v):
+            raise Malformed("bad int")
+        return int(v)
+    if t == "float":
+        return _float(obs.get("v"))
+    if t == "complex":
+        return complex(_float(obs.get("re")), _float(obs.get("im")))
+    if t == "str":
+        if not isinstance(obs.get("v"), str):
+            raise Malformed("bad str")
+        return obs["v"]
+    if t in ("list", "tuple"):
+        items = obs.get("items")
+        if not isinstance(items, list):
+            raise Malformed("bad items")
+        values = [decode(v, depth + 1) for v in items]
+        return values if t == "list" else tuple(values)
+    if t == "dict":
+        items = obs.get("items")
+        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
+            raise Malformed("bad dict")
+        try:
+            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
+        except TypeError:
+            raise Malformed("unhashable dict key") from None
+    if t == "dtype":
+        dtype = getattr(torch, str(obs.get("v")), None) if _IDENT.match(str(obs.get("v"))) else None
+        if not isinstance(dtype, torch.dtype):
+            raise Malformed("bad dtype")
+        return dtype
+    if t == "size":
+        items = obs.get("items")
+        if not isinstance(items, list) or not all(isinstance(d, str) and d.isdigit() for d in items):
+            raise Malformed("bad size")
+        return torch.Size(int(d) for d in items)
+    if t == "device":
+        return _device(obs.get("v"))
+    if t == "tensor":
+        return _tensor(obs)
+    if t == "ndarray":
+        return _ndarray(obs)
+    if t == "npscalar":
+        return _ndarray({**obs, "shape": []})[()]
+    if t == "exception":
+        mro = obs.get("mro")
+        if not isinstance(mro, list) or not all(isinstance(m, str) for m in mro) or not isinstance(obs.get("message"), str):
+            raise Malformed("bad exception")
+        return Raised(str(obs.get("type")), tuple(mro), obs["message"])
+    if t == "no exception":
+        return Raised(None)
+    if t == "object":
+        return Opaque(str(obs.get("type"))[:100], str(obs.get("repr"))[:200])
+    if t == "too large":
+        return Opaque("too large", str(obs.get("why"))[:100])
+    raise Malformed(f"unknown kind {str(t)[:20]!r}")
+
+
+def _device(name: Any) -> torch.device:
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z]{2,12}(:\d{1,3})?", name):
+        raise Malformed("bad device")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise Malformed("bad device") from None
+
+
+def _tensor(obs: dict) -> torch.Tensor:
+    dtype = decode({"t": "dtype", "v": obs.get("dtype")})
+    shape = _shape(obs)
+    device = _device(obs.get("device"))
+    if device.type == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    raw = _bytes(obs)
+    numel = math.prod(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(raw) != numel * itemsize:
+        raise Malformed("tensor data does not match its shape and dtype")
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    if dtype.is_complex:
+        real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}[dtype]
+        t = torch.view_as_complex(flat.view(real).reshape(-1, 2)).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
+    else:
+        t = flat.view(dtype).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
+    if device.type != "cpu":
+        try:
+            t = t.to(device)
+        except (RuntimeError, AssertionError):  # this machine lacks the device: say where it was
+            t = _Elsewhere(t, device)
+    return t
+
+
+class _Elsewhere:
+    """A tensor observed on a device this machine does not have."""
+
+    def __init__(self, t: torch.Tensor, device: torch.device):
+        self.tensor, self.device = t, device
+
+
+def _ndarray(obs: dict) -> np.ndarray:
+    try:
+        dtype = np.dtype(str(obs.get("dtype")))
+    except TypeError:
+        raise Malformed("bad array dtype") from None
+    if dtype.hasobject or dtype.fields is not None:
+        raise Malformed("bad array dtype")
+    shape = _shape(obs)
+    raw = _bytes(obs)
+    if len(raw) != math.prod(shape) * dtype.itemsize:
+        raise Malformed("array data does not match its shape and dtype")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+# -- comparing ------------------------------------------------------------------------------
+
+def _param(ref: dict, key: str, default: Any) -> Any:
+    params = ref.get("params", {})
+    return decode(params[key]) if key in params else default
+
+
+def _expected(ref: dict) -> Any:
+    return decode(ref["expected"] if "expected" in ref else ref["actual"])
+
+
+def _answer_error(fn, *args, **kwargs) -> str | None:
+    try:
+        fn(*args, **kwargs)
+    except checks.AnswerError as exc:
+        return str(exc)
+    return None
+
+
+def compare(got: dict, ref: dict, asserts: dict[int, str]) -> str | None:
+    """None when the learner's observation ``got`` matches the reference's ``ref``, else why not."""
+    kind = ref["kind"]
+    if not isinstance(got, dict) or got.get("kind") != kind or got.get("line") != ref.get("line"):
+        return "the test's checks did not run as they should (a check was skipped, repeated or added)"
+    actual = decode(got.get("actual"))
+    if kind in ("begin", "end", "phase"):
+        return None if actual == decode(ref["actual"]) else "the test did not run as it should"
+    name = _param(ref, "name", "your answer")
+    if isinstance(actual, Opaque) and kind in ("tensor", "value", "shape"):
+        what = "a value too large to compare" if actual.kind == "too large" else f"an object of type {actual.kind}"
+        wanted = "a plain torch.Tensor" if kind != "value" else "a number, a tensor or a plain Python value"
+        return f"{name} should be {wanted}, but it is {what}."
+    if kind == "tensor":
+        expected = _expected(ref)
+        if isinstance(expected, _Elsewhere) or isinstance(actual, _Elsewhere):
+            return _elsewhere(actual, expected, name)
+        return _answer_error(
+            checks.check_tensor, actual, expected, name=name, rtol=_param(ref, "rtol", 1e-5),
+            atol=_param(ref, "atol", 1e-8), check_device=_param(ref, "check_device", True),
+        )
+    if kind == "value":
+        expected = _expected(ref)
+        return _answer_error(
+            checks.check_value, actual, expected, name=name,
+            rel_tol=_param(ref, "rel_tol", 1e-6), abs_tol=_param(ref, "abs_tol", 1e-9),
+        )
+    if kind == "shape":
+        return _answer_error(checks.check_shape, actual, _param(ref, "shape", ()), name=name)
+    if kind == "raises":
+        return _raised(actual, _param(ref, "types", []), _param(ref, "match", None))
+    if kind == "assert":
+        if actual is True:
+            return None
+        text = asserts.get(int(ref.get("line", 0)), "")
+        return text or "a check of the test failed"
+    return "the test sent an observation of an unknown kind"
+
+
+def _elsewhere(actual: Any, expected: Any, name: str) -> str | None:
+    a = actual.device if isinstance(actual, _Elsewhere) else getattr(actual, "device", None)
+    e = expected.device if isinstance(expected, _Elsewhere) else expected.device
+    if a != e:
+        return f"{name} is on device '{a}' but expected '{e}'."
+    at = actual.tensor if isinstance(actual, _Elsewhere) else actual
+    et = expected.tensor if isinstance(expected, _Elsewhere) else expected
+    return _answer_error(checks.check_tensor, at, et, name=name, check_device=False)
+
+
+def _raised(actual: Any, types: list[str], match: str | None) -> str | None:
+    wanted = " or ".join(t.rsplit(".", 1)[-1] for t in types) or "an error"
+    if not isinstance(actual, Raised):
+        return "the test's checks did not run as they should"
+    if actual.type is None:
+        return f"expected {wanted} to be raised, but the code ran without error."
+    if not set(types) & set(actual.mro):
+        got = actual.type.rsplit(".", 1)[-1] if _IDENT.match(actual.type) else "another error"
+        return f"expected {wanted} to be raised, but the code raised {got}."
+    if match is not None and not re.search(match, actual.message):
+        return f"{wanted} was raised as expected, but its message does not match {match!r}."
+    return None
+
+
+# -- scoring --------------------------------------------------------------------------------
+
+def _error_reason(error: dict) -> tuple[str, str]:
+    """Status and reason for an error the learner's code left in a test cell."""
+    ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
+    if ename == "MemoryError" or "can't allocate memory" in evalue or "out of memory" in evalue.lower():
+        return MEMORY, f"the code used more memory than allowed ({ename if _IDENT.match(ename) else 'an error'})"
+    if not _IDENT.match(ename):
+        return FAILED, "the code raised an error"
+    if ename in FRIENDLY:
+        return FAILED, f"{ename}: {FRIENDLY[ename]}"
+    if ename == "NotImplementedError" and evalue in ("", cells.STUB_MESSAGE):
+        return FAILED, f"{ename}: {UNANSWERED}"
+    m = _NAME_ERROR.match(evalue)
+    if ename == "NameError" and m:
+        return FAILED, (
+            f"NameError: name '{m[1]}' is not defined (did its answer cell run? a syntax error"
+            " there stops it from defining anything)"
+        )
+    return FAILED, f"{ename} was raised (run the test cell in your notebook to see the message)"
+
+
+def _where(refs: list[dict], i: int) -> str:
+    """' while checking <name>' for the reference's i-th observation, when it has a name."""
+    for ref in refs[i:]:
+        if ref.get("kind") in ("tensor", "value", "shape"):
+            try:
+                return f" while checking {_param(ref, 'name', 'your answer')}"
+            except Malformed:
+                return ""
+    return ""
+
+
+def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, str]) -> tuple[str, str]:
+    """(status, reason) of one executed test cell against its reference observations."""
+    got = observations(cell)
+    error = _first_error(cell)
+    size = sum(len(str(g)) for g in got)
+    if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
+        return FAILED, "the test sent more observations than the grader accepts"
+    for i, ref in enumerate(refs):
+        if i >= len(got):
+            if error is not None:
+                status, reason = _error_reason(error)
+                return status, reason + (_where(refs, i) if status == FAILED else "")
+            return FAILED, "the test stopped before its end" + _where(refs, i)
+        if not isinstance(got[i], dict) or got[i].get("v") != SCHEMA:
+            return FAILED, "the test sent a malformed observation"
+        try:
+            why = compare(got[i], ref, asserts)
+        except Malformed as exc:
+            return FAILED, f"the test sent a malformed observation ({exc})"
+        if why is not None:
+            if error is not None and got[i].get("kind") != ref.get("kind"):
+                status, reason = _error_reason(error)
+                return status, reason + (_where(refs, i) if status == FAILED else "")
+            return FAILED, why
+    if len(got) > len(refs):
+        return FAILED, "the test sent more observations than its checks make"
+    if error is not None:
+        status, reason = _error_reason(error)
+        return status, reason
+    return PASSED, ""
+
+
+def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
+    """Test cell index -> a reviewer's note, for the test that follows each suspicious learner cell."""
+    notes: dict[int, str] = {}
+    tests = [i for i, c in enumerate(nb.cells) if cells.is_test(c)]
+    for f in findings:
+        after = [i for i in tests if i > f.cell_index]
+        if after and after[0] not in notes:
+            notes[after[0]] = f"for review: the answer {f.reason}: `{f.excerpt}`"
+    return notes
+
+
+def score(
+    execution: Execution,
+    reference: dict[str, list[dict]],
+    tests: dict[str, TestSource],
+    findings: list[Finding] = (),
+) -> list[TestResult]:
+    """One :class:`TestResult` per graded test cell of the executed notebook.
+
+    ``reference`` maps each test's grade_id to the observations of the solution's run;
+    ``tests`` gives the grader's version of each test cell (for assert messages). A test
+    cell the chapter does not have is not scored. What the static scan or the in-process
+    guard found is a note, never a score.
+    """
+    notes = static_notes(list(findings), execution.nb)
+    results = []
+    seen: set[str] = set()
+    for index, cell in enumerate(execution.nb.cells):
+        if not cells.is_test(cell):
+            continue
+        gid = cells.grade_id(cell) or f"cell {index}"
+        if gid not in tests or gid in seen:
+            continue
+        seen.add(gid)
+        max_points = cells.points(cell)
+        note = notes.get(index, "")
+        if index in execution.tampered:
+            note = (note + "; " if note else "") + f"for review: the code {execution.tampered[index]}"
+        if execution.error is not None:
+            status, reason = NOT_RUN, f"the notebook could not be run: {execution.error}"
+        elif index in execution.timed_out:
+            stop = next((o for o in cell.get("outputs", []) if o.get("ename") == TIMEOUT_ENAME), None)
+            status, reason = TIMED_OUT, str(stop.get("evalue", "")) if stop else "timed out"
+        elif index in execution.died:
+            status, reason = KERNEL_DIED, "the kernel died while running this test (a crash, os._exit or a memory bomb)"
+        elif execution.not_run_from is not None and index >= execution.not_run_from:
+            status, reason = NOT_RUN, "not run: the kernel died too many times before this test"
+        elif not cell.get("execution_count") and _first_error(cell) is None:
+            status, reason = NOT_RUN, "not run"
+        elif not reference.get(gid):
+            status, reason = NO_REFERENCE, "the chapter's solution does not pass this test: an instructor must fix it"
+        else:
+            status, reason = judge(cell, reference[gid], tests[gid].asserts)
+        if len(reason) > MAX_REASON:
+            reason = reason[: MAX_REASON - 1] + "…"
+        points = max_points if status == PASSED else 0.0
+        results.append(TestResult(gid, points, max_points, status, reason, note))
+    return results
