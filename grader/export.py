@@ -13,7 +13,8 @@ from grader.gradebook import open_gradebook
 def write_grades_csv(db_url: str, path: Path) -> Path:
     """Write every student's score per chapter (manual grades included) and the total.
 
-    Columns: ``student_id``, one per chapter (score), ``total``, ``max_total``. A chapter
+    Columns: ``student_id``, ``student_name`` (the submission folder's name as it came), one
+    per chapter (score), ``total``, ``max_total``. A chapter
     a student did not submit scores 0.
     """
     with open_gradebook(db_url) as gb:
@@ -21,7 +22,7 @@ def write_grades_csv(db_url: str, path: Path) -> Path:
         max_by_chapter = {a.name: float(a.max_score) for a in gb.assignments}
         rows = []
         for student in sorted(gb.students, key=lambda s: s.id):
-            row = {"student_id": student.id}
+            row = {"student_id": student.id, "student_name": student.last_name or student.id}
             total = 0.0
             for chapter in chapters:
                 try:
@@ -35,7 +36,7 @@ def write_grades_csv(db_url: str, path: Path) -> Path:
             rows.append(row)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["student_id", *chapters, "total", "max_total"])
+        writer = csv.DictWriter(fh, fieldnames=["student_id", "student_name", *chapters, "total", "max_total"])
         writer.writeheader()
         writer.writerows(rows)
     return path

@@ -50,6 +50,7 @@ class Report:
     tests: list[dict[str, Any]] = field(default_factory=list)
     fingerprint: str = ""
     cached: bool = False
+    name: str | None = None  # the student's folder name when ``student`` was derived from it
 
 
 @dataclass
@@ -91,7 +92,7 @@ def read_submission(path: Path) -> NotebookNode:
     if not raw.strip():
         raise ValueError("the file is empty")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))  # Windows editors may write a byte-order mark
     except UnicodeDecodeError as exc:
         raise ValueError(f"the file is not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
@@ -99,7 +100,7 @@ def read_submission(path: Path) -> NotebookNode:
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise ValueError("the file is JSON but not a Jupyter notebook")
     try:
-        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+        nb = nbformat.reads(raw.decode("utf-8-sig"), as_version=4)
     except Exception as exc:
         raise ValueError(f"the notebook could not be read ({type(exc).__name__}: {exc})") from None
     return nb
@@ -128,9 +129,12 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
         "nbgrader": {"notebook": notebook, "assignment": chapter, "db_url": db_url},
         "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs},
     }
-    nb, _ = pipeline.run(
+    nb, resources = pipeline.run(
         pipeline.SANITIZE, nb, resources, config={OverwriteCells: {"add_missing_cells": True}}
     )
+    forgotten = resources.get("course", {}).get("forgotten", [])
+    if forgotten:
+        nb.metadata["course_forgotten"] = forgotten
     if cells.parameters_cell_index(nb) is None:
         # papermill puts the injected parameters on top when the tagged cell is gone
         log.info("%s: the parameters cell is missing; parameters go on top", notebook)
@@ -139,16 +143,27 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
 
 def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
     """Suspicious code in the cells the learner wrote (answer cells and any cell added)."""
-    released = {cells.source_text(c) for c in release.cells if c.cell_type == "code"}
+    released = {_code_shape(cells.source_text(c)) for c in release.cells if c.cell_type == "code"}
     found: list[Finding] = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or cells.is_test(cell) or cells.has_tag(cell, "injected-parameters"):
             continue
         text = cells.source_text(cell)
-        if text in released:
+        if _code_shape(text) in released:  # a released cell, give or take comments and spacing
             continue
         found.extend(scan(text, i))
     return found
+
+
+def _code_shape(source: str) -> str:
+    """The code of a cell without its comments, blank lines, spacing or line-ending style."""
+    import ast
+
+    text = source.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        return ast.dump(ast.parse(text))
+    except SyntaxError:
+        return text.strip()
 
 
 def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, NotebookNode]) -> str | None:
@@ -315,6 +330,10 @@ def main(
                 reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
                 not_executed(_unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
                 continue
+            forgotten = prepared.metadata.pop("course_forgotten", [])
+            if forgotten:
+                ignored = f"ignored graded cell(s) this chapter does not have: {', '.join(forgotten)}"
+                sub.note = "; ".join(filter(None, [sub.note, ignored]))
             findings = learner_findings(prepared, releases[chapter])
             findings_of[(sub.student, chapter)] = findings
             yield sub, nbformat.writes(prepared), fp, options, [asdict(f) for f in findings]
@@ -356,7 +375,8 @@ def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], s
 def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path, judged: tuple) -> Report:
     """Score an executed submission here, in the coordinator, and record it."""
     if isinstance(outcome, Exception):
-        report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}")
+        report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}",
+                        name=sub.name)
         tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
         report.tests = [t.to_dict() for t in tests]
     else:
@@ -374,7 +394,7 @@ def _record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, sourc
             restarts=info.get("restarts", 0),
         )
         refs, chapter_tests, findings = judged
-        report = Report(sub.student, sub.chapter, "graded", message=sub.note or "")
+        report = Report(sub.student, sub.chapter, "graded", message=sub.note or "", name=sub.name)
         report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
         if info.get("error"):
             report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
@@ -392,7 +412,7 @@ def _finish(report: Report, chapter: str, source: Path, db_url: str, fp: str, ws
     points = _test_points(source)
     got = {t["grade_id"]: float(t["points"]) for t in report.tests if t["grade_id"] in points}
     scores = {gid: got.get(gid, 0.0) for gid in points}
-    gbmod.save_scores(db_url, chapter, source.stem, report.student, scores)
+    gbmod.save_scores(db_url, chapter, source.stem, report.student, scores, name=report.name)
     total = gbmod.student_scores(db_url, chapter, report.student)
     report.score, report.max_score = total if total else (sum(scores.values()), sum(points.values()))
     report.fingerprint = fp
@@ -400,7 +420,7 @@ def _finish(report: Report, chapter: str, source: Path, db_url: str, fp: str, ws
 
 
 def _unreadable(sub: Submission, status: str, reason: str, db_url: str, sources: dict[str, Path], *, fingerprint: str = "", ws: Workspace | None = None) -> Report:
-    report = Report(sub.student, sub.chapter, status, message=reason)
+    report = Report(sub.student, sub.chapter, status, message=reason, name=sub.name)
     if sub.chapter in sources and ws is not None:
         report.tests = [
             TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in _test_points(sources[sub.chapter]).items()

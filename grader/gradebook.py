@@ -52,14 +52,18 @@ def register_chapter(db_url: str, chapter: str, source: Path) -> None:
         ) from exc
 
 
-def save_scores(db_url: str, chapter: str, notebook: str, student: str, scores: dict[str, float]) -> None:
+def save_scores(db_url: str, chapter: str, notebook: str, student: str, scores: dict[str, float],
+                *, name: str | None = None) -> None:
     """Write one submission's automatic scores in one transaction.
 
     A score an instructor entered by hand (``manual_score``) is never overwritten: such a
     grade is flagged for review instead, as nbgrader does.
     """
     with open_gradebook(db_url) as gb:
-        gb.update_or_create_student(student)
+        if name:  # the folder name as it came (José Núñez); nbgrader keeps it as the last name
+            gb.update_or_create_student(student, last_name=name)
+        else:
+            gb.update_or_create_student(student)
         gb.update_or_create_submission(chapter, student)
         try:
             for grade_id, score in scores.items():

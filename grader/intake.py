@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,8 @@ class Submission:
     path: Path | None
     problem: str | None = None
     note: str | None = None
+    #: the student's folder name as it came (``José Núñez``) when ``student`` had to be derived from it
+    name: str | None = None
 
     @property
     def key(self) -> str:
@@ -42,24 +46,52 @@ def discover(root: Path, expected: dict[str, str]) -> list[Submission]:
     found: list[Submission] = []
     if not root.is_dir():
         return found
+    used: set[str] = set()
     for student_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        student = student_dir.name
-        if student.startswith("."):
+        folder = student_dir.name
+        if folder.startswith("."):
             continue
-        if not STUDENT_RE.match(student):
-            found.append(Submission(student, "-", None, problem="folder name is not a valid student id"))
-            continue
+        student = folder if STUDENT_RE.match(folder) else student_id(folder, used)
+        used.add(student)
+        name = None if student == folder else folder
         chapters = [d for d in sorted(student_dir.iterdir()) if d.is_dir() and d.name in expected]
         if not chapters:
             others = sorted(p.name for p in student_dir.iterdir() if not p.name.startswith("."))
             what = f" (found: {', '.join(others[:5])})" if others else " (the folder is empty)"
             found.append(
-                Submission(student, "-", None, problem=f"no chapter folder among {sorted(expected)}{what}")
+                Submission(student, "-", None, problem=f"no chapter folder among {sorted(expected)}{what}", name=name)
             )
             continue
         for chapter_dir in chapters:
-            found.append(_one(student, chapter_dir, expected[chapter_dir.name]))
+            sub = _one(student, chapter_dir, expected[chapter_dir.name])
+            sub.name = name
+            found.append(sub)
+    # a student without a folder for a chapter others submitted gets a row for it too
+    batch = sorted({s.chapter for s in found if s.chapter in expected})
+    for student in sorted({s.student for s in found}):
+        mine = [s for s in found if s.student == student]
+        have = {s.chapter for s in mine}
+        for chapter in batch:
+            if chapter in have:
+                continue
+            why = mine[0].problem if have == {"-"} else f"no folder {chapter}/: nothing submitted"
+            found.append(Submission(student, chapter, None, problem=why, name=mine[0].name))
+        if have == {"-"} and batch:  # its rows per chapter say why; no row without a chapter
+            found.remove(mine[0])
+    found.sort(key=lambda s: (s.student, s.chapter))
     return found
+
+
+def student_id(folder: str, used: set[str] = frozenset()) -> str:
+    """A stable student id for a folder name that is not one (``José Núñez`` -> ``jose_nunez``)."""
+    ascii_name = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode("ascii")
+    sid = re.sub(r"[^a-z0-9_.@+-]+", "_", ascii_name.lower()).strip("_.-+@")
+    digest = hashlib.sha256(folder.encode("utf-8")).hexdigest()[:6]
+    if not sid or not STUDENT_RE.match(sid):
+        sid = f"student-{digest}"
+    if sid in used:
+        sid = f"{sid}-{digest}"
+    return sid
 
 
 def _one(student: str, chapter_dir: Path, name: str) -> Submission:

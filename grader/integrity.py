@@ -38,6 +38,9 @@ CODE_PATTERNS: tuple[tuple[str, str], ...] = (
 PATH_LITERAL = re.compile(r"""(?P<q>['"])(?P<path>(/[A-Za-z0-9_.-]+|~|\.\./)[^'"\n]*)(?P=q)""")
 PRIVATE_NAMES = re.compile(r"""['"][^'"\n]*(gradebook|autograded|submitted|solutions|course-work)[^'"\n]*['"]""")
 
+#: where Colab keeps a learner's files (``/content``, a mounted Drive): never a finding
+COLAB_ROOT = "/content"
+
 _COMMENT = re.compile(r"#[^\n]*")
 
 
@@ -59,6 +62,9 @@ def scan(source: str, cell_index: int = 0) -> list[Finding]:
         if m:
             findings.append(Finding(cell_index, reason, _line_of(code, m.start())))
     for m in PATH_LITERAL.finditer(code):
+        path = m.group("path")
+        if path == COLAB_ROOT or path.startswith(COLAB_ROOT + "/"):  # Colab's own folders: what its users write
+            continue
         findings.append(Finding(cell_index, "uses a path outside its working directory", m.group(0)[:60]))
         break
     m = PRIVATE_NAMES.search(code)

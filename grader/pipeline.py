@@ -23,6 +23,7 @@ from nbgrader.preprocessors import (
 from grader.preprocessors import (
     AddColabBadge,
     DeduplicateCells,
+    ForgetUnknownCells,
     MarkExerciseCells,
     OrderTestCells,
     RecognizeCells,
@@ -58,6 +59,7 @@ RELEASE: tuple[Step, ...] = (
 SANITIZE: tuple[Step, ...] = (
     ClearOutput,
     RecognizeCells,
+    ForgetUnknownCells,
     DeduplicateCells,
     OverwriteKernelspec,
     OverwriteCells,

@@ -89,6 +89,14 @@ class AddColabBadge(Preprocessor):
         return nb, resources
 
 
+def _known_id(cell: NotebookNode, release_ids: dict[str, str]) -> str | None:
+    """The grade_id of the released cell whose id this cell kept (Colab keeps it in ``metadata.id``)."""
+    for cid in (cell.get("id"), cell.get("metadata", {}).get("id")):
+        if isinstance(cid, str) and cid in release_ids:
+            return release_ids[cid]
+    return None
+
+
 class RecognizeCells(Preprocessor):
     """Give answer and test cells back the nbgrader metadata an editor dropped or altered.
 
@@ -103,8 +111,8 @@ class RecognizeCells(Preprocessor):
         found = cells.marker(cell)
         if found is not None:
             gid = found[1]
-        elif not cells.nbgrader_meta(cell) and cell.get("id") in course.get("release_ids", {}):
-            gid = course["release_ids"][cell["id"]]  # marker line deleted, cell id kept
+        elif not cells.nbgrader_meta(cell) and _known_id(cell, course.get("release_ids", {})):
+            gid = _known_id(cell, course["release_ids"])  # marker line deleted, cell id kept
         else:
             return cell, resources
         wanted = release_meta.get(gid)
@@ -120,6 +128,23 @@ class RecognizeCells(Preprocessor):
                 cell.outputs = []
                 cell.execution_count = None
                 cell.pop("attachments", None)
+        return cell, resources
+
+
+class ForgetUnknownCells(Preprocessor):
+    """Make a graded or answer cell the chapter does not have (pasted from another notebook, or
+    added by the learner) a plain cell: it runs as the learner's code and is never scored.
+
+    The grade_ids it dropped are listed in ``resources["course"]["forgotten"]``.
+    """
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        course = resources.setdefault("course", {})
+        gid = cells.grade_id(cell)
+        if cells.nbgrader_meta(cell) and gid not in course.get("release_meta", {}):
+            self.log.info("cell %s is not a cell of this chapter: kept as a plain cell", gid)
+            course.setdefault("forgotten", []).append(str(gid))
+            del cell.metadata["nbgrader"]
         return cell, resources
 
 

@@ -44,6 +44,10 @@ def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], 
     from papermill.parameterize import parameterize_notebook
 
     nb = nbformat.from_dict(nb)
+    if cells.parameters_cell_index(nb) is None:  # an editor dropped the tag: find the cell itself
+        found = next((c for c in nb.cells if _is_parameters(c)), None)
+        if found is not None:
+            cells.add_tag(found, "parameters")
     for i, cell in enumerate(nb.cells):
         if not cell.get("id"):
             cell["id"] = f"restored-{i}"
@@ -53,6 +57,24 @@ def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], 
         cell.setdefault("metadata", {}).setdefault("tags", [])
     nb = parameterize_notebook(nb, {"DEVICE": device, "SEED": 0, "FAST": True}, kernel_name="python3", language="python")
     return instrument.apply(nb, tests)
+
+
+def _is_parameters(cell: NotebookNode) -> bool:
+    """A code cell that only assigns DEVICE, SEED and FAST (the chapter's parameters cell)."""
+    import ast
+
+    if cell.get("cell_type") != "code":
+        return False
+    try:
+        body = ast.parse(cells.source_text(cell).replace("\r\n", "\n")).body
+    except SyntaxError:
+        return False
+    names = set()
+    for stmt in body:
+        if not isinstance(stmt, ast.Assign) or not all(isinstance(t, ast.Name) for t in stmt.targets):
+            return False
+        names |= {t.id for t in stmt.targets}
+    return bool(body) and names <= {"DEVICE", "SEED", "FAST"} and len(names) >= 2
 
 
 def extract(execution: Execution, tests: dict[str, instrument.TestSource]) -> tuple[dict[str, list[dict]], list[str]]:

@@ -119,12 +119,12 @@ def test_a_folder_without_a_chapter_gets_a_status_line(graded):
     assert kim.status == "missing" and "notes.txt" in kim.message
 
 
-def test_grades_csv_has_a_row_per_graded_student(graded):
+def test_grades_csv_has_a_row_per_student(graded):
     path = export.write_grades_csv(grade.Workspace(graded["work"]).default_db_url(), graded["tmp"] / "g.csv")
     rows = {row["student_id"]: row for row in csv.DictReader(path.open())}
     assert rows["alice"][CH] == "10" and rows["bob"][CH] == "4" and rows["hal"][CH] == "0"
     assert rows["alice"]["max_total"] == "10"
-    assert "kim" not in rows
+    assert rows["kim"][CH] == "0", "a student whose folder holds no chapter still gets a row"
 
 
 def test_feedback_shows_reasons_but_never_hidden_tests(graded):

@@ -29,6 +29,7 @@ def test_sanitize_order():
     assert names(pipeline.SANITIZE) == [
         "ClearOutput",
         "RecognizeCells",  # metadata back before duplicates are resolved and cells restored
+        "ForgetUnknownCells",  # a pasted or learner-made graded cell is a plain cell (never scored)
         "DeduplicateCells",  # nbgrader's DeduplicateIds, minus the empty dict it leaves
         "OverwriteKernelspec",
         "OverwriteCells",
