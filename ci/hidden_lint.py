@@ -4,8 +4,9 @@ Whatever runs in the learner's process can be read there, so a hidden test build
 observes results; the chapter's solution, run by the grader apart, is its oracle (see
 DESIGN.md, "Where the verdict is decided"). Rules, per test cell's hidden part:
 
-1. no ``check_tensor``/``check_value`` call is given an expected value (a second positional
-   argument or ``expected=``): the solution's value is the expected one;
+1. no ``check_tensor``/``check_value`` call is given a computed expected value (a second
+   positional argument or ``expected=`` other than a literal such as ``3.0``): the solution's
+   value is the expected one;
 2. nothing is assigned to a name that says it holds an expected value (``expected``,
    ``reference``, ``want``, ``target_value`` ...);
 3. at least one value observation (``check_tensor``, ``check_value`` or ``observe``): a yes/no
@@ -34,6 +35,15 @@ def _called(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def _literal(node: ast.expr) -> bool:
+    """A constant written in the test (``3.0``, ``(2, 3)``, ``"float32"``): nothing computed."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def problems_in(grade_id: str, hidden: str) -> list[str]:
     """What breaks the rules in one test cell's hidden part."""
     try:
@@ -46,10 +56,9 @@ def problems_in(grade_id: str, hidden: str) -> list[str]:
             name = _called(node)
             if name in VALUE_CHECKS:
                 observed = True
-            if name in ("check_tensor", "check_value") and (
-                len(node.args) > 1 or any(k.arg == "expected" for k in node.keywords)
-            ):
-                found.append(f"{grade_id}, line {node.lineno}: {name} is given an expected value; leave it out"
+            given = node.args[1:2] + [k.value for k in node.keywords if k.arg == "expected"]
+            if name in ("check_tensor", "check_value") and any(not _literal(e) for e in given):
+                found.append(f"{grade_id}, line {node.lineno}: {name} is given a computed expected value; leave it out"
                              " (the solution's value is expected)")
         targets = []
         if isinstance(node, ast.Assign):

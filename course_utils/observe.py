@@ -82,14 +82,26 @@ def end() -> None:
     _state["test"] = None
 
 
-def assert_(condition: Any, site: int) -> None:
-    """A test's plain ``assert``, rewritten by the grader: observe whether it held."""
+def assert_(condition: Any, site: int, values: Any = None) -> None:
+    """A test's plain ``assert``, rewritten by the grader: observe whether it held (and, when it
+    did not, the values its message formats in)."""
     try:
         held = bool(condition)
     except Exception as exc:  # e.g. the truth value of a tensor with several elements
         emit("assert", exc, site=site)
         return
-    emit("assert", held, site=site)
+    params = {}
+    if not held and values is not None:
+        try:
+            params["values"] = tuple(values())
+        except Exception:
+            pass
+    emit("assert", held, site=site, params=params)
+
+
+def fail(site: int, values: tuple = ()) -> None:
+    """A test's own ``raise AnswerError(...)`` is about to fire (rewritten by the grader)."""
+    emit("fail", None, site=site, params={"values": tuple(values)})
 
 
 def observe(value: Any, *, name: str = "your answer", **params: Any) -> None:

@@ -4,7 +4,7 @@ The coordinator rewrites each test cell of a prepared notebook (the learner's an
 solution's alike) from the chapter's own source, so that both runs execute the very same
 code: the cell reseeds every RNG and observes its start (``begin``), the hidden part is
 marked (``phase``), each plain ``assert`` becomes an observation of whether it held
-(``assert_``), and the last line observes that the cell ran to its end (``end``). The
+(``assert_``), a ``raise AnswerError(...)`` says which one fired (``fail``), and the last line observes that the cell ran to its end (``end``). The
 checks of :mod:`course_utils.checks` observe by themselves while a test cell runs.
 """
 
@@ -21,43 +21,85 @@ from grader import cells
 OBS = "_course_obs"
 
 
+@dataclass(frozen=True)
+class Message:
+    """A test's own failure message: literal parts, and ``None`` where a value is formatted in.
+
+    The values come from the learner's process as observations; the coordinator writes them
+    in only when they are plain data, or text that stands in the visible test itself.
+    """
+
+    parts: tuple[str | None, ...]
+    visible: str = ""
+
+
 @dataclass
 class TestSource:
     """A test cell as the grader runs it, and what the coordinator needs to explain it."""
 
     grade_id: str
     code: str
-    #: the message of each rewritten ``assert``, by its site number (coordinator-side text)
-    asserts: dict[int, str] = field(default_factory=dict)
+    #: the message of each rewritten ``assert`` and ``raise AnswerError``, by its site number
+    #: (coordinator-side text: the test's own wording, never the learner's process's)
+    asserts: dict[int, Message] = field(default_factory=dict)
+
+
+def _obs_call(attr: str, args: list[ast.expr]) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=ast.Name(id=OBS, ctx=ast.Load()), attr=attr, ctx=ast.Load()),
+                    args=args, keywords=[])
 
 
 class _Asserts(ast.NodeTransformer):
-    def __init__(self, source: str):
-        self.source = source
-        self.messages: dict[int, str] = {}
+    def __init__(self, visible: str):
+        self.visible = visible
+        self.messages: dict[int, Message] = {}
+
+    def _site(self, msg: ast.expr | None) -> tuple[int, list[ast.expr]]:
+        site = len(self.messages) + 1
+        parts, values = _message(msg)
+        self.messages[site] = Message(tuple(parts), self.visible)
+        return site, values
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        site = len(self.messages) + 1
-        self.messages[site] = _message(node.msg)
-        call = ast.Call(
-            func=ast.Attribute(value=ast.Name(id=OBS, ctx=ast.Load()), attr="assert_", ctx=ast.Load()),
-            args=[node.test, ast.Constant(site)],
-            keywords=[],
-        )
-        return ast.copy_location(ast.Expr(value=call), node)
+        site, values = self._site(node.msg)
+        args = [node.test, ast.Constant(site)]
+        if values:  # formatted only when the assert fails, as Python would
+            args.append(ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                   body=ast.Tuple(elts=values, ctx=ast.Load())))
+        return ast.copy_location(ast.Expr(value=_obs_call("assert_", args)), node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.AST | list[ast.AST]:
+        """``raise AnswerError(message)`` in a test: observe which one failed, then raise it."""
+        exc = node.exc
+        func = exc.func if isinstance(exc, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name != "AnswerError":
+            return node
+        site, values = self._site(exc.args[0] if exc.args else None)
+        call = _obs_call("fail", [ast.Constant(site), ast.Tuple(elts=values, ctx=ast.Load())])
+        return [ast.copy_location(ast.Expr(value=call), node), node]
 
 
-def _message(msg: ast.expr | None) -> str:
-    """The assert's message as the test's author wrote it (values formatted in are elided)."""
+def _message(msg: ast.expr | None) -> tuple[list[str | None], list[ast.expr]]:
+    """The message as the test's author wrote it: literal parts, and the expressions formatted in."""
     if msg is None:
-        return ""
+        return [], []
     if isinstance(msg, ast.Constant) and isinstance(msg.value, str):
-        return msg.value
+        return [msg.value], []
     if isinstance(msg, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in msg.values)
-    if isinstance(msg, ast.BinOp):
-        return _message(msg.left) + _message(msg.right)
-    return ""
+        parts: list[str | None] = []
+        values: list[ast.expr] = []
+        for v in msg.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                parts.append(None)
+                values.append(v.value)
+        return parts, values
+    if isinstance(msg, ast.BinOp) and isinstance(msg.op, ast.Add):
+        left, right = _message(msg.left), _message(msg.right)
+        return left[0] + right[0], left[1] + right[1]
+    return [], []
 
 
 def seed_of(grade_id: str) -> int:
@@ -78,12 +120,13 @@ def rewrite(grade_id: str, source: str) -> TestSource:
         else:
             out.append(line)
     text = "\n".join(out)
+    visible, _ = cells.split_hidden(source)
     try:
         tree = ast.parse(text)
     except SyntaxError:  # not Python (a magic?): run as written; its checks still observe
         body, messages = text, {}
     else:
-        transformer = _Asserts(text)
+        transformer = _Asserts(visible)
         tree = transformer.visit(tree)
         ast.fix_missing_locations(tree)
         body, messages = ast.unparse(tree), transformer.messages

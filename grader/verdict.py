@@ -27,7 +27,7 @@ from course_utils import checks
 from course_utils.observe import MIME, SCHEMA
 from grader import cells
 from grader.execute import TIMEOUT_ENAME, Execution
-from grader.instrument import TestSource
+from grader.instrument import Message, TestSource
 from grader.integrity import Finding
 
 MAX_REASON = 400
@@ -285,7 +285,7 @@ def _answer_error(fn, *args, **kwargs) -> str | None:
     return None
 
 
-def compare(got: dict, ref: dict, asserts: dict[int, str]) -> str | None:
+def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
     """None when the learner's observation ``got`` matches the reference's ``ref``, else why not."""
     kind = ref["kind"]
     if not isinstance(got, dict) or got.get("kind") != kind or got.get("line") != ref.get("line"):
@@ -308,6 +308,8 @@ def compare(got: dict, ref: dict, asserts: dict[int, str]) -> str | None:
         )
     if kind == "value":
         expected = _expected(ref)
+        if isinstance(expected, np.ndarray) or isinstance(actual, np.ndarray):
+            return _arrays(actual, expected, name, _param(ref, "rel_tol", 1e-6), _param(ref, "abs_tol", 1e-9))
         return _answer_error(
             checks.check_value, actual, expected, name=name,
             rel_tol=_param(ref, "rel_tol", 1e-6), abs_tol=_param(ref, "abs_tol", 1e-9),
@@ -319,9 +321,27 @@ def compare(got: dict, ref: dict, asserts: dict[int, str]) -> str | None:
     if kind == "assert":
         if actual is True:
             return None
-        text = asserts.get(int(ref.get("line", 0)), "")
-        return text or "a check of the test failed"
+        return _site_message(got, asserts)
     return "the test sent an observation of an unknown kind"
+
+
+def _arrays(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol: float) -> str | None:
+    """NumPy arrays compared as check_tensor compares tensors: kind, shape, dtype, then values."""
+    if not isinstance(actual, np.ndarray):
+        return f"{name} should be a NumPy array, but it is {checks._describe(actual)}."
+    if not isinstance(expected, np.ndarray):
+        return f"{name} should be {checks._describe(expected)}, but it is a NumPy array."
+    if actual.shape != expected.shape:
+        return f"{name} has shape {checks._fmt_shape(actual.shape)} but expected {checks._fmt_shape(expected.shape)}."
+    if actual.dtype != expected.dtype:
+        return f"{name} has dtype {actual.dtype} but expected {expected.dtype}."
+    if actual.dtype.kind in "fc":
+        ok = np.isclose(actual, expected, rtol=rel_tol, atol=abs_tol, equal_nan=True)
+    else:
+        ok = actual == expected
+    if bool(np.all(ok)):
+        return None
+    return f"{name} has the right shape and dtype, but {int(np.size(ok) - np.count_nonzero(ok))} of {actual.size} values differ."
 
 
 def _elsewhere(actual: Any, expected: Any, name: str) -> str | None:
@@ -370,9 +390,44 @@ def _error_reason(error: dict) -> tuple[str, str]:
     return FAILED, f"{ename} was raised (run the test cell in your notebook to see the message)"
 
 
+def _site_message(obs: dict, asserts: dict[int, Message]) -> str:
+    """The test's own message for a failed assert or ``raise AnswerError``, values written in
+    only where they are plain data or text of the visible test."""
+    site = obs.get("line")
+    message = asserts.get(site) if type(site) is int else None
+    if message is None or not message.parts:
+        return "a check of the test failed"
+    try:
+        values = list(decode(obs.get("params", {}).get("values", {"t": "tuple", "items": []})))
+    except (Malformed, TypeError):
+        values = []
+    out = []
+    for part in message.parts:
+        if part is not None:
+            out.append(part)
+        else:
+            out.append(_plain(values.pop(0), message.visible) if values else "…")
+    return "".join(out)
+
+
+def _plain(value: Any, visible: str) -> str:
+    """A value as a test message shows it, or "…" when it could carry text from the process."""
+    if value is None or type(value) in (bool, int, float) or isinstance(value, torch.dtype | torch.device):
+        return str(value)
+    if isinstance(value, torch.Size | tuple | list) and all(type(v) in (int, bool) for v in value):
+        return str(tuple(value)) if not isinstance(value, list) else str(value)
+    if type(value) is str:
+        return value if value and value in visible else "…"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}"
+    return "…"
+
+
 def _where(refs: list[dict], i: int) -> str:
-    """' while checking <name>' for the reference's i-th observation, when it has a name."""
+    """' while checking <name>' for the reference's next named check in the same part of the test."""
     for ref in refs[i:]:
+        if ref.get("kind") == "phase":  # the error came before the hidden part: name none of it
+            return ""
         if ref.get("kind") in ("tensor", "value", "shape"):
             try:
                 return f" while checking {_param(ref, 'name', 'your answer')}"
@@ -381,7 +436,7 @@ def _where(refs: list[dict], i: int) -> str:
     return ""
 
 
-def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, str]) -> tuple[str, str]:
+def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> tuple[str, str]:
     """(status, reason) of one executed test cell against its reference observations."""
     got = observations(cell)
     error = _first_error(cell)
@@ -400,7 +455,11 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, str]) -> tupl
             why = compare(got[i], ref, asserts)
         except Malformed as exc:
             return FAILED, f"the test sent a malformed observation ({exc})"
+        except Exception as exc:  # values the checks cannot compare: that test fails, nothing else
+            return FAILED, f"the answer could not be compared with the expected value ({type(exc).__name__})"
         if why is not None:
+            if got[i].get("kind") == "fail":  # the test's own `raise AnswerError(...)` fired
+                return FAILED, _site_message(got[i], asserts)
             if error is not None and got[i].get("kind") != ref.get("kind"):
                 status, reason = _error_reason(error)
                 return status, reason + (_where(refs, i) if status == FAILED else "")

@@ -226,8 +226,12 @@ def submission(trick: str, answers: dict[str, str]) -> dict:
     return samples.make_submission(CH, code)
 
 
-@pytest.fixture(scope="module", params=["fork", "kernel"])
-def graded(request, tmp_path_factory):
+ENGINES = ("fork", "kernel")
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory):
+    """The class graded once per engine: engine -> (reports by student, workspace)."""
     subs = tmp_path_factory.mktemp("cheats")
     name = project.source_notebook(CH).name
     for student, (trick, answers) in CHEATS.items():
@@ -237,10 +241,18 @@ def graded(request, tmp_path_factory):
     honest = subs / "honest" / CH / name
     honest.parent.mkdir(parents=True)
     honest.write_text(json.dumps(samples.make_submission(CH, dict.fromkeys(JUNK, samples.SOLUTION))))
-    work = tmp_path_factory.mktemp("work")
-    reports = grade.main(subs, work, jobs=2, engine=request.param, cell_timeout=20)
-    feedback.main(work)
-    return {r.student: r for r in reports}, work
+    out = {}
+    for engine in ENGINES:
+        work = tmp_path_factory.mktemp(f"work-{engine}")
+        reports = grade.main(subs, work, jobs=2, engine=engine, cell_timeout=20)
+        feedback.main(work)
+        out[engine] = ({r.student: r for r in reports}, work)
+    return out
+
+
+@pytest.fixture(params=ENGINES)
+def graded(request, batches):
+    return batches[request.param]
 
 
 def test_there_are_at_least_thirty_cheats():
@@ -281,3 +293,15 @@ def test_the_tricks_are_noted_for_review_not_scored(graded):
     reports, _ = graded
     noted = [n for n, r in reports.items() if any(t.get("note") for t in r.tests)]
     assert "patch_helpers_plainly" in noted and "honest" not in noted
+
+
+def test_both_engines_give_every_cheat_the_same_grade(batches):
+    fork, kernel = (batches[e][0] for e in ENGINES)
+    assert fork.keys() == kernel.keys()
+    differ = {}
+    for student in fork:
+        a = [(t["grade_id"], t["points"], t["status"]) for t in fork[student].tests]
+        b = [(t["grade_id"], t["points"], t["status"]) for t in kernel[student].tests]
+        if a != b:
+            differ[student] = (a, b)
+    assert not differ, differ

@@ -16,8 +16,8 @@ def test_no_hidden_test_computes_an_expected_value(chapter):
 @pytest.mark.parametrize(
     ("hidden", "problem"),
     [
-        ("check_tensor(f(x), torch.ones(3), name='f')", "is given an expected value"),
-        ("check_value(f(x), expected=3)", "is given an expected value"),
+        ("check_tensor(f(x), torch.ones(3), name='f')", "is given a computed expected value"),
+        ("check_value(f(x), expected=n + 1)", "is given a computed expected value"),
         ("expected = x * 2\ncheck_tensor(f(x), name='f')", "`expected` holds an expected value"),
         ("assert torch.equal(f(x), x * 2), 'wrong'", "no value observation"),
         ("def oops(:", "do not parse"),
@@ -35,5 +35,6 @@ def test_an_observing_hidden_test_passes_the_lint():
         "before = X.clone()\n"
         "check_tensor(f(X), name='f(X)', atol=1e-6)\n"
         "assert torch.equal(X, before), 'f changed its input'\n"
+        "check_value(g(X), 3.0, abs_tol=0.1, name='g(X)')\n"
     )
     assert hidden_lint.problems_in("test_ex1", hidden) == []

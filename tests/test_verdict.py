@@ -104,7 +104,7 @@ def test_asserts_become_observations_with_their_message():
     src = "x = 1\nassert x == 1, 'x must be one'\n### BEGIN HIDDEN TESTS\nassert x > 0, f'x is {x}'\n### END HIDDEN TESTS\n"
     test = instrument.rewrite("test_ex1", src)
     assert "assert " not in test.code.replace("assert_", "")
-    assert test.asserts == {1: "x must be one", 2: "x is …"}
+    assert [m.parts for m in test.asserts.values()] == [("x must be one",), ("x is ", None)]
     assert "_course_obs.phase('hidden')" in test.code and test.code.rstrip().endswith("_course_obs.end()")
     ref = _record("assert", True, line=1)
     assert verdict.compare(_record("assert", False, line=1), ref, test.asserts) == "x must be one"
@@ -149,3 +149,33 @@ def test_a_learners_error_message_never_reaches_the_reason():
     refs = [_record("begin", None), _record("value", 2, name="n(5)"), _record("end", None)]
     status, why = verdict.judge(_cell(refs[0], error=("ValueError", "SECRET hidden source")), refs, {})
     assert "SECRET" not in why and "ValueError" in why and "n(5)" in why
+
+
+def test_a_tests_own_answer_error_gives_its_own_wording():
+    src = "y = f(1)\nif y == 0:\n    raise cu.AnswerError('f(1) gave 0: did you forget to return?')\ncheck_value(y, 2)\n"
+    test = instrument.rewrite("test_ex1", src)
+    assert "_course_obs.fail(1" in test.code and test.asserts[1].parts == ("f(1) gave 0: did you forget to return?",)
+    refs = [_record("begin", None), _record("value", 2, line=5, name="f(1)"), _record("end", None)]
+    got = _cell(refs[0], _record("fail", None, line=1), error=("AnswerError", "anything the process says"))
+    assert verdict.judge(got, refs, test.asserts) == (verdict.FAILED, "f(1) gave 0: did you forget to return?")
+
+
+def test_numpy_arrays_are_compared_by_dtype_shape_and_values():
+    ref = {**_record("value", np.arange(3.0), name="a")}
+    assert verdict.compare(_record("value", np.arange(3.0)), ref, {}) is None
+    assert "dtype int64" in verdict.compare(_record("value", np.arange(3)), ref, {})
+    assert "1 of 3 values differ" in verdict.compare(_record("value", np.array([0.0, 1.0, 5.0])), ref, {})
+
+
+def test_an_error_before_the_hidden_part_names_no_hidden_check():
+    refs = [_record("begin", None), _record("phase", "hidden"), _record("value", 2, name="hidden f(7)"), _record("end", None)]
+    status, why = verdict.judge(_cell(refs[0], error=("TypeError", "x")), refs, {})
+    assert status == verdict.FAILED and "hidden f(7)" not in why
+
+
+def test_values_in_a_tests_message_are_written_in_only_as_plain_data_or_visible_text():
+    src = "label = 'f(ones(3))'\nok = f(1)\nassert ok, f'{label} returned {ok!r} and {note}'\n"
+    test = instrument.rewrite("test_ex1", src)
+    ref = _record("assert", True, line=1)
+    got = _record("assert", False, line=1, values=("f(ones(3))", False, "SECRET source of a hidden test"))
+    assert verdict.compare(got, ref, test.asserts) == "f(ones(3)) returned False and …"

@@ -1,0 +1,154 @@
+"""Recording a result: scores into the gradebook (one transaction), then the result file.
+
+The coordinator scores each executed submission here (:func:`grader.verdict.score`), so
+that no worker and no learner process decides a point, and writes what it decided.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from grader import cells
+from grader import gradebook as gbmod
+from grader.execute import Execution
+from grader.intake import Submission
+from grader.verdict import PASSED, TestResult, score
+
+
+@dataclass
+class Report:
+    """One status line of the batch: a student's chapter, or why it was not graded."""
+
+    student: str
+    chapter: str
+    status: str  # graded | unreadable | missing | error
+    score: float = 0.0
+    max_score: float = 0.0
+    message: str = ""
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    fingerprint: str = ""
+    cached: bool = False
+    name: str | None = None  # the student's folder name when ``student`` was derived from it
+
+
+@dataclass
+class Workspace:
+    """The folders of a grading run (nbgrader's course-directory names)."""
+
+    root: Path
+
+    @property
+    def submitted(self) -> Path:
+        return self.root / "submitted"
+
+    @property
+    def autograded(self) -> Path:
+        return self.root / "autograded"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"
+
+    @property
+    def feedback(self) -> Path:
+        return self.root / "feedback"
+
+    def default_db_url(self) -> str:
+        return f"sqlite:///{(self.root / 'gradebook.db').resolve()}"
+
+    def result_path(self, student: str, chapter: str) -> Path:
+        return self.results / student / f"{chapter}.json"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a killed run never leaves half a result
+
+
+def record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path, judged: tuple) -> Report:
+    """Score an executed submission here, in the coordinator, and record it."""
+    if isinstance(outcome, Exception):
+        report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}",
+                        name=sub.name)
+        tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
+        report.tests = [t.to_dict() for t in tests]
+    else:
+        nb_json, info = outcome
+        out = ws.autograded / sub.student / sub.chapter / source.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(nb_json, encoding="utf-8")
+        execution = Execution(
+            nb=nbformat.reads(nb_json, as_version=4),
+            timed_out=list(info.get("timed_out", [])),
+            died=list(info.get("died", [])),
+            not_run_from=info.get("not_run_from"),
+            tampered={int(k): v for k, v in info.get("tampered", {}).items()},
+            error=info.get("error"),
+            restarts=info.get("restarts", 0),
+        )
+        refs, chapter_tests, findings = judged
+        report = Report(sub.student, sub.chapter, "graded", message=sub.note or "", name=sub.name)
+        report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
+        if info.get("error"):
+            report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
+    _finish(report, sub.chapter, source, db_url, fp, ws)
+    return report
+
+
+def _test_points(source: Path) -> dict[str, float]:
+    nb = nbformat.read(str(source), as_version=4)
+    return {cells.grade_id(c): cells.points(c) for c in nb.cells if cells.is_test(c)}
+
+
+def _finish(report: Report, chapter: str, source: Path, db_url: str, fp: str, ws: Workspace) -> None:
+    """Write scores (one transaction), then the result file: the order makes resuming safe."""
+    points = _test_points(source)
+    got = {t["grade_id"]: float(t["points"]) for t in report.tests if t["grade_id"] in points}
+    scores = {gid: got.get(gid, 0.0) for gid in points}
+    gbmod.save_scores(db_url, chapter, source.stem, report.student, scores, name=report.name)
+    total = gbmod.student_scores(db_url, chapter, report.student)
+    report.score, report.max_score = total if total else (sum(scores.values()), sum(points.values()))
+    report.fingerprint = fp
+    _write_json(ws.result_path(report.student, chapter), asdict(report))
+
+
+def unreadable(sub: Submission, status: str, reason: str, db_url: str, sources: dict[str, Path], *, fingerprint: str = "", ws: Workspace | None = None) -> Report:
+    report = Report(sub.student, sub.chapter, status, message=reason, name=sub.name)
+    if sub.chapter in sources and ws is not None:
+        report.tests = [
+            TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in _test_points(sources[sub.chapter]).items()
+        ]
+        _finish(report, sub.chapter, sources[sub.chapter], db_url, fingerprint, ws)
+    return report
+
+
+def cached(ws: Workspace, sub: Submission, fp: str, db_url: str) -> Report | None:
+    path = ws.result_path(sub.student, sub.chapter)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if data.get("fingerprint") != fp or data.get("status") == "error":
+        return None
+    total = gbmod.student_scores(db_url, sub.chapter, sub.student)
+    if total is None:
+        return None
+    report = Report(**{k: v for k, v in data.items() if k in Report.__dataclass_fields__})
+    report.score, report.max_score = total
+    report.cached = True
+    return report
+
+
+def passed_tests(report: Report) -> list[str]:
+    """grade_ids of the tests a report passed."""
+    return [t["grade_id"] for t in report.tests if t["status"] == PASSED]
