@@ -95,12 +95,29 @@ def record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source
             restarts=info.get("restarts", 0),
         )
         refs, chapter_tests, findings = judged
-        report = Report(sub.student, sub.chapter, "graded", message=sub.note or "", name=sub.name)
+        broken = syntax_errors(execution.nb)
+        notes = [sub.note or ""] + ([f"syntax error in cell {', '.join(map(str, broken))}"] if broken else [])
+        report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name)
         report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
         if info.get("error"):
             report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
     _finish(report, sub.chapter, source, db_url, fp, ws)
     return report
+
+
+def syntax_errors(nb: nbformat.NotebookNode) -> list[int]:
+    """Numbers (1-based, as the learner's notebook counts them) of the cells that did not parse."""
+    found, number = [], 0
+    for cell in nb.cells:
+        if cells.has_tag(cell, "injected-parameters"):
+            continue
+        number += 1
+        if cell.get("cell_type") == "code" and not cells.is_test(cell) and any(
+            o.get("output_type") == "error" and o.get("ename") in ("SyntaxError", "IndentationError", "TabError")
+            for o in cell.get("outputs", [])
+        ):
+            found.append(number)
+    return found
 
 
 def _test_points(source: Path) -> dict[str, float]:

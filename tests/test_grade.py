@@ -84,6 +84,7 @@ def test_failure_reasons_name_the_error(graded):
         "NotImplementedError: not answered yet: the answer cell still raises NotImplementedError()"
         " while checking row_sums(ones(2, 3))",
     }
+    assert "syntax error in cell" in r["dave"].message, "the instructor's table says why dave scored 0"
     dave = {t["grade_id"]: t["reason"] for t in r["dave"].tests}
     assert dave["test_ex1_double"].startswith("NameError: name 'double' is not defined")
 
