@@ -11,7 +11,6 @@ misbehaving submission costs that submission and nothing else.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -133,7 +132,7 @@ def main(
         source = sources[sub.chapter]
         options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
-        fp = _fingerprint(raw, source.read_bytes(), json.dumps(options, sort_keys=True).encode(), GRADER_REVISION.encode())
+        fp = _fingerprint(raw, source.read_bytes(), reference.options_key(options), GRADER_REVISION.encode())
         cached = record.cached(ws, sub, fp, db_url)
         if cached is not None and not force:
             reports.append(cached)

@@ -30,10 +30,16 @@ _CODE = [Path(__file__).parent / n for n in ("instrument.py", "verdict.py", "ref
 ]
 
 
+def options_key(options: dict[str, Any]) -> bytes:
+    """The options that can change a grade, as bytes: not where the folders lie (``hide``), so
+    the same submissions copied elsewhere are not graded again."""
+    return json.dumps({k: v for k, v in options.items() if k != "hide"}, sort_keys=True).encode()
+
+
 def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) -> str:
     """What a reference depends on: the chapter source, the options, the engine, the grader."""
     h = hashlib.sha256()
-    for part in [source.read_bytes(), json.dumps(asdict(options), sort_keys=True).encode(),
+    for part in [source.read_bytes(), options_key(asdict(options)),
                  engine.encode(), revision.encode()] + [p.read_bytes() for p in _CODE if p.exists()]:
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()[:32]

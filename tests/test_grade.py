@@ -144,6 +144,13 @@ def test_a_rerun_is_idempotent_and_uses_the_recorded_results(graded):
     assert {s: r.score for s, r in again.items()} == {s: r.score for s, r in graded["reports"].items()}
 
 
+def test_the_same_submissions_copied_elsewhere_are_not_graded_again(graded, tmp_path):
+    copy = tmp_path / "copied-subs"
+    shutil.copytree(graded["subs"], copy)
+    again = grade.main(copy, graded["work"], jobs=2, solutions_dir=graded["solutions"])
+    assert all(r.cached for r in again if r.status == "graded"), [r.student for r in again if not r.cached]
+
+
 def test_a_manual_grade_survives_regrading(graded):
     url = grade.Workspace(graded["work"]).default_db_url()
     with open_gradebook(url) as gb:
