@@ -25,6 +25,7 @@ class Submission:
     note: str | None = None
     #: the student's folder name as it came (``José Núñez``) when ``student`` had to be derived from it
     name: str | None = None
+    late: bool = False  # the LMS marked it late (Canvas's _LATE_ in the file name)
 
     @property
     def key(self) -> str:
@@ -104,7 +105,10 @@ def _one(student: str, chapter_dir: Path, name: str) -> Submission:
         extra = sorted(p.name for p in chapter_dir.iterdir() if p != path and not p.name.startswith("."))
         if extra:
             notes.append(f"ignored {len(extra)} other file(s): {', '.join(extra[:5])}")
-        return Submission(student, chapter, path, note="; ".join(notes) or None)
+        late = (chapter_dir / LATE_MARK).exists()
+        if late:
+            notes.insert(0, "submitted late")
+        return Submission(student, chapter, path, note="; ".join(notes) or None, late=late)
     if not notebooks:
         return Submission(student, chapter, None, problem=f"no notebook: expected {name}")
     names = ", ".join(p.name for p in notebooks)
@@ -118,6 +122,8 @@ CANVAS_RE = re.compile(r"^(?P<name>[a-z0-9]+)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+
 #: Moodle: ``Jane Doe_12345_assignsubmission_file_/tensors.ipynb`` or the same without the slash.
 MOODLE_RE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_file_/?(?P<file>.*)$")
 
+#: left next to an unpacked notebook the LMS marked late (discover() ignores dot files)
+LATE_MARK = ".late"
 MAX_MEMBERS = 5000
 MAX_BYTES = 512 * 2**20
 
@@ -136,6 +142,11 @@ def parse_lms_name(member: str) -> tuple[str, str] | None:
     if m:
         return _student_id(m["name"]), m["file"]
     return None
+
+
+def is_late(member: str) -> bool:
+    """Whether an LMS file name says the submission came after the deadline (Canvas's ``_LATE_``)."""
+    return bool(CANVAS_RE.match(Path(member).name)) and "_LATE_" in Path(member).name
 
 
 def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapter: str | None = None) -> list[str]:
@@ -189,6 +200,9 @@ def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapte
                     f"cannot tell which chapter {zip_path.name} is for", hint="pass --chapter NN_name"
                 )
             chapter = guesses.pop()
+        elif chapter not in expected:
+            raise SubmissionError(f"--chapter {chapter!r} is not a chapter of this course",
+                                  hint=f"use one of {', '.join(sorted(expected))}")
         taken: set[str] = set()
         for member, student, original in picked:
             if student in taken:
@@ -199,4 +213,6 @@ def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapte
             target.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(member) as src:
                 target.write_bytes(src.read(MAX_BYTES))
+            if is_late(member.filename):
+                (target.parent / LATE_MARK).write_text("late\n", encoding="utf-8")
     return notes

@@ -35,6 +35,7 @@ class Report:
     fingerprint: str = ""
     cached: bool = False
     name: str | None = None  # the student's folder name when ``student`` was derived from it
+    late: bool = False  # the LMS marked the submission late
 
 
 @dataclass
@@ -97,7 +98,8 @@ def record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source
         refs, chapter_tests, findings = judged
         broken = syntax_errors(execution.nb)
         notes = [sub.note or ""] + ([f"syntax error in cell {', '.join(map(str, broken))}"] if broken else [])
-        report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name)
+        report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name,
+                        late=sub.late)
         report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
         if info.get("error"):
             report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"

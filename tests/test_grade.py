@@ -209,3 +209,4 @@ def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
         z.writestr("bobjones_12_23_notes.txt", "extra")
     reports = {r.student: r for r in grade.main(zp, tmp_path / "w", jobs=2, solutions_dir=graded["solutions"])}
     assert {s: r.score for s, r in reports.items()} == {"alicesmith": 10.0, "bobjones": 4.0}
+    assert reports["bobjones"].late and not reports["alicesmith"].late

@@ -51,6 +51,8 @@ def test_a_canvas_zip_unpacks_per_student_and_skips_what_it_must(tmp_path):
     assert [(s.student, s.chapter, s.path.name) for s in subs] == [
         ("doejane", "01_tensors", "tensors.ipynb"), ("smithbob", "01_tensors", "tensors-1.ipynb")]
     assert "expected tensors.ipynb" in subs[1].note
+    assert (subs[0].late, subs[1].late) == (False, True), "Canvas's _LATE_ is recorded, not dropped"
+    assert subs[1].note.startswith("submitted late")
 
 
 def test_a_moodle_zip_with_folders_unpacks(tmp_path):
@@ -65,6 +67,8 @@ def test_an_unclear_chapter_or_a_broken_zip_is_a_clear_error(tmp_path):
         extract_lms_zip(zp, tmp_path / "o1", EXPECTED)
     extract_lms_zip(zp, tmp_path / "o2", EXPECTED, chapter="01_tensors")
     assert len(list((tmp_path / "o2").rglob("*.ipynb"))) == 2
+    with pytest.raises(SubmissionError, match="not a chapter of this course"):
+        extract_lms_zip(zp, tmp_path / "o4", EXPECTED, chapter="99_nothing")
     (tmp_path / "bad.zip").write_text("not a zip")
     with pytest.raises(SubmissionError, match="not a readable zip"):
         extract_lms_zip(tmp_path / "bad.zip", tmp_path / "o3", EXPECTED)
