@@ -9,8 +9,9 @@ DESIGN.md, "Where the verdict is decided"). Rules, per test cell's hidden part:
    value is the expected one;
 2. nothing is assigned to a name that says it holds an expected value (``expected``,
    ``reference``, ``want``, ``target_value`` ...);
-3. at least one value observation (``check_tensor``, ``check_value`` or ``observe``): a yes/no
-   ``assert`` alone can be faked by the process that makes it.
+3. at least one value observation whose expected value is the solution's (``check_tensor``,
+   ``check_value`` without an expected argument, or ``observe``): a yes/no ``assert`` can be
+   faked by the process that makes it, and a literal written in the test can be read there.
 
 Usage: ``python ci/hidden_lint.py [NOTEBOOK ...]`` (default: every chapter's source).
 """
@@ -54,9 +55,9 @@ def problems_in(grade_id: str, hidden: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _called(node)
-            if name in VALUE_CHECKS:
-                observed = True
             given = node.args[1:2] + [k.value for k in node.keywords if k.arg == "expected"]
+            if name in VALUE_CHECKS and not (given and name != "observe"):
+                observed = True  # the solution's value is expected here: nothing to guess
             if name in ("check_tensor", "check_value") and any(not _literal(e) for e in given):
                 found.append(f"{grade_id}, line {node.lineno}: {name} is given a computed expected value; leave it out"
                              " (the solution's value is expected)")
@@ -70,7 +71,8 @@ def problems_in(grade_id: str, hidden: str) -> list[str]:
                 if isinstance(name_node, ast.Name) and name_node.id in EXPECTED_NAMES:
                     found.append(f"{grade_id}, line {node.lineno}: `{name_node.id}` holds an expected value")
     if not observed:
-        found.append(f"{grade_id}: the hidden tests make no value observation (check_tensor / check_value)")
+        found.append(f"{grade_id}: the hidden tests make no value observation whose expected value is the"
+                     " solution's (check_tensor / check_value without an expected argument)")
     return found
 
 

@@ -20,6 +20,7 @@ def test_no_hidden_test_computes_an_expected_value(chapter):
         ("check_value(f(x), expected=n + 1)", "is given a computed expected value"),
         ("expected = x * 2\ncheck_tensor(f(x), name='f')", "`expected` holds an expected value"),
         ("assert torch.equal(f(x), x * 2), 'wrong'", "no value observation"),
+        ("check_value(f(x), 3.0, abs_tol=0.1)", "no value observation"),
         ("def oops(:", "do not parse"),
     ],
 )
