@@ -185,3 +185,60 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
     assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target}"
     assert re.search(case["message"], verdict["reason"]), f"reason {verdict['reason']!r} does not match {case['message']!r}"
     assert 0 < report.score < report.max_score, "a single wrong answer must give a partial score"
+
+
+CORRECT = Path(__file__).parent / "fixtures" / "correct_answers"
+
+
+def correct_alternatives(chapter: str) -> dict[str, list[dict]]:
+    """Answer grade_id -> the correct answers, in other idioms than the solution, for it."""
+    by_id: dict[str, list[dict]] = {}
+    for case in json.loads((CORRECT / f"{chapter}.json").read_text(encoding="utf-8")):
+        by_id.setdefault(case["grade_id"], []).append(case)
+    return by_id
+
+
+def correct_plans() -> list[tuple[str, int]]:
+    """(chapter, k) for every "alt<k>" submission: as many as the chapter's longest list of alternatives."""
+    return [(chapter, k) for chapter in CHAPTERS
+            for k in range(max(map(len, correct_alternatives(chapter).values())))]
+
+
+def test_every_exercise_has_two_correct_alternatives_in_other_idioms():
+    for chapter in CHAPTERS:
+        solutions = {cells.grade_id(c): samples.solution_code(c).strip() for c in source(chapter).cells if cells.is_solution(c)}
+        alternatives = correct_alternatives(chapter)
+        assert set(alternatives) <= set(solutions), f"{chapter}: unknown grade_ids {sorted(set(alternatives) - set(solutions))}"
+        for gid in solutions:
+            cases = alternatives.get(gid, [])
+            assert len(cases) >= 2, f"{chapter}:{gid} has {len(cases)} correct alternative(s), not 2"
+            sources = [c["source"].strip() for c in cases]
+            assert solutions[gid] not in sources, f"{chapter}:{gid}: an alternative is the solution itself"
+            assert len(set(sources)) == len(sources), f"{chapter}:{gid}: two alternatives are the same code"
+            assert all(c["idiom"].strip() for c in cases), f"{chapter}:{gid}: an alternative does not say its idiom"
+
+
+@pytest.fixture(scope="module")
+def correct_batch(tmp_path_factory):
+    """One grading batch of every chapter's "alt<k>" submissions: submission k answers every
+    exercise with its k-th correct alternative (the last one, for an exercise with fewer)."""
+    subs = tmp_path_factory.mktemp("correct-subs")
+    for chapter, k in correct_plans():
+        answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
+        path = subs / f"alt{k}" / chapter / project.source_notebook(chapter).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    reports = grade.main(subs, tmp_path_factory.mktemp("correct-work"), jobs=2)
+    return {(r.student, r.chapter): r for r in reports}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("chapter", "k"), correct_plans(), ids=[f"{c}-alt{k}" for c, k in correct_plans()])
+def test_a_correct_answer_in_another_idiom_scores_full_marks(correct_batch, chapter, k):
+    report = correct_batch[(f"alt{k}", chapter)]
+    failed = [(t["grade_id"], t["reason"]) for t in report.tests if t["status"] != "passed"]
+    idioms = {gid: cases[min(k, len(cases) - 1)]["idiom"] for gid, cases in correct_alternatives(chapter).items()}
+    assert report.score == report.max_score > 0, (
+        f"alt{k} of {chapter} scored {report.score}/{report.max_score} ({report.status}: {report.message});"
+        f" refused: {failed}; idioms: {idioms}"
+    )
