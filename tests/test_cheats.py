@@ -219,6 +219,10 @@ CHEATS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+#: tricks whose statuses depend on timing (their points never do)
+RACY = {"thread_injects_exit"}
+
+
 def submission(trick: str, answers: dict[str, str]) -> dict:
     code = dict(answers)
     first = "ex1_checkerboard"
@@ -300,8 +304,11 @@ def test_both_engines_give_every_cheat_the_same_grade(batches):
     assert fork.keys() == kernel.keys()
     differ = {}
     for student in fork:
-        a = [(t["grade_id"], t["points"], t["status"]) for t in fork[student].tests]
-        b = [(t["grade_id"], t["points"], t["status"]) for t in kernel[student].tests]
+        # an exception injected from a thread every 50 ms lands wherever the process happens to be:
+        # which test it stops, and how, is a matter of timing; its points are not
+        racy = student in RACY
+        a = [(t["grade_id"], t["points"]) + (() if racy else (t["status"],)) for t in fork[student].tests]
+        b = [(t["grade_id"], t["points"]) + (() if racy else (t["status"],)) for t in kernel[student].tests]
         if a != b:
             differ[student] = (a, b)
     assert not differ, differ
