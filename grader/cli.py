@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -70,6 +71,37 @@ def clean_notebooks(check: bool, paths: tuple[Path, ...]) -> None:
     click.echo(f"cleaned {len(changed)} of {len(targets)} notebook(s)")
 
 
+DB_URL_ENV = "COURSE_DB_URL"
+
+
+def resolve_db_url(db_url: str | None, db_url_file: Path | None) -> str | None:
+    """The gradebook's URL: ``--db-url``, else ``--db-url-file``, else ``$COURSE_DB_URL``.
+
+    The variable is removed from this process's environment once read, so that nothing
+    started later (workers, servers, kernels) inherits it; kernels get a stripped environment
+    in any case (:func:`grader.execute.kernel_env`).
+    """
+    from_env = os.environ.pop(DB_URL_ENV, None)
+    if db_url_file is not None:
+        lines = db_url_file.read_text(encoding="utf-8").strip().splitlines()
+        db_url = db_url or (lines[0].strip() if lines else None)
+    db_url = db_url or from_env or None
+    return db_url
+
+
+def _warn_if_password_in_argv(db_url: str | None) -> None:
+    if db_url and any(db_url == a or a.startswith("--db-url=") and db_url in a for a in sys.argv):
+        try:
+            from sqlalchemy.engine import make_url
+
+            has_password = make_url(db_url).password is not None
+        except Exception:
+            has_password = "@" in db_url
+        if has_password:
+            click.echo(f"warning: --db-url holds a password, readable from this command line by any process; "
+                       f"put the URL in ${DB_URL_ENV} or a file given to --db-url-file", err=True)
+
+
 def _score_table(reports) -> str:
     rows = [("student", "chapter", "score", "status", "details")]
     for r in reports:
@@ -91,7 +123,12 @@ def _score_table(reports) -> str:
 @click.argument("submissions", type=click.Path(exists=True, path_type=Path))
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"),
               show_default=True, help="Grading workspace: gradebook, autograded/, results/, feedback/.")
-@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: sqlite in WORKDIR].")
+@click.option("--db-url", default=None,
+              help="SQLAlchemy URL of the gradebook [default: $COURSE_DB_URL, else sqlite in WORKDIR]. "
+                   "A URL with a password belongs in $COURSE_DB_URL or --db-url-file: a command line is readable by "
+                   "every process on the machine.")
+@click.option("--db-url-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Read the gradebook's URL from this file (first line).")
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once [default: CPU count].")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Device the notebooks run on.")
@@ -99,7 +136,11 @@ def _score_table(reports) -> str:
               help="Seconds one cell may run before it is stopped (that test scores 0).")
 @click.option("--memory-mb", type=int, default=2048, show_default=True,
               help="Address-space cap of each kernel (0: none).")
-@click.option("--no-sandbox", is_flag=True, help="Do not use bubblewrap even where it works.")
+@click.option("--no-sandbox", is_flag=True,
+              help="Do not use bubblewrap even where it works (refused without --unsafe-no-sandbox).")
+@click.option("--unsafe-no-sandbox", is_flag=True,
+              help="Confirm --no-sandbox: submissions then run as this user, can read the solutions and the "
+                   "gradebook, signal the grader and use the network. Only for code you trust.")
 @click.option("--chapter", default=None, help="Chapter of an LMS zip (guessed from file names).")
 @click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
 @click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -109,9 +150,9 @@ def _score_table(reports) -> str:
                    "(the reference). Both give the same grades.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Execute on a Dask distributed cluster, e.g. tcp://10.0.0.5:8786 (this machine still writes the gradebook).")
-def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None, device: str,
-          cell_timeout: int, memory_mb: int, no_sandbox: bool, chapter: str | None, force: bool,
-          solutions_dir: Path | None, engine: str, scheduler: str | None) -> None:
+def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Path | None, jobs: int | None,
+          device: str, cell_timeout: int, memory_mb: int, no_sandbox: bool, unsafe_no_sandbox: bool,
+          chapter: str | None, force: bool, solutions_dir: Path | None, engine: str, scheduler: str | None) -> None:
     """Auto-grade SUBMISSIONS into the gradebook.
 
     SUBMISSIONS is a folder laid out <student>/<chapter>/<notebook>.ipynb, or a zip
@@ -123,7 +164,16 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, jobs: int | None
     from grader import grade as mod
     from grader.sandbox import isolation_summary
 
-    click.echo(f"isolation: {isolation_summary() if not no_sandbox else 'sandbox disabled'}", err=True)
+    if no_sandbox and not unsafe_no_sandbox:
+        raise click.UsageError("--no-sandbox runs every submission as this user, able to read the solutions and the "
+                               "gradebook and to signal the grader: add --unsafe-no-sandbox to confirm (trusted code only)")
+    _warn_if_password_in_argv(db_url)
+    db_url = resolve_db_url(db_url, db_url_file)
+    if no_sandbox:
+        click.echo("isolation: NONE (--unsafe-no-sandbox): submissions run as this user, with its files, processes "
+                   "and network; memory capped per process only", err=True)
+    else:
+        click.echo(f"isolation: {isolation_summary()}", err=True)
     counts: dict[str, int] = {}
     bar = tqdm(desc="grading", unit="nb", file=sys.stderr, disable=None)
 
@@ -160,12 +210,16 @@ def report_cmd(workdir: Path) -> None:
 
 @cli.command("export")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
-@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: sqlite in WORKDIR].")
+@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: $COURSE_DB_URL, else sqlite in WORKDIR].")
+@click.option("--db-url-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Read the gradebook's URL from this file (first line).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="[default: WORKDIR/grades.csv]")
-def export_cmd(workdir: Path, db_url: str | None, out: Path | None) -> None:
+def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out: Path | None) -> None:
     """Write grades.csv (one row per student, one column per chapter) for an LMS."""
     from grader import export
     from grader.grade import Workspace
+
+    db_url = resolve_db_url(db_url, db_url_file)
 
     path = export.write_grades_csv(db_url or Workspace(workdir).default_db_url(), out or workdir / "grades.csv")
     click.echo(f"wrote {path}")

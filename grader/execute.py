@@ -8,11 +8,13 @@ whether the learner replaced anything the tests rely on.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +24,11 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from grader import cells, integrity
-from grader.sandbox import Sandbox
+from grader.sandbox import Budget, Sandbox, cgroup_mode
+
+MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell (as the fork engine keeps)
+MAX_CELL_OUTPUT = 32 * 2**20  # bytes of rich outputs (images, HTML, results) kept per cell
+TRUNCATED = "\n[the grader kept only the first {n} characters of this output]\n"
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,12 @@ class ExecOptions:
     max_restarts: int = 3
     hide: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: wall-clock seconds one submission may take in all (kernels, replays, every cell);
+    #: None: ten cell timeouts, at least 300 s. Cells past it are not run.
+    submission_timeout: int | None = None
+
+    def budget_seconds(self) -> float:
+        return float(self.submission_timeout or max(300, 10 * self.cell_timeout))
 
 
 @dataclass
@@ -67,7 +79,11 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
-        return self.sandbox.wrap(cmd) if self.sandbox else cmd
+        if self.sandbox is None:
+            return cmd
+        if cmd[1:3] == ["-m", "ipykernel_launcher"]:  # the kernel makes itself not dumpable first
+            cmd = [cmd[0], "-m", "grader.confine", "--kernel", *cmd[3:]]
+        return self.sandbox.wrap(cmd)
 
 
 def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
@@ -110,6 +126,28 @@ def _client_class():
         a cell stopped mid-way can never look like a pass."""
 
         timed_out = False
+        _sizes: dict = {}
+
+        def output(self, outs, msg, display_id, cell_index):
+            """Outputs capped per cell, as the fork engine caps them: streams at MAX_STREAM
+            characters each (then a note), rich outputs at MAX_CELL_OUTPUT bytes in all."""
+            content = msg.get("content", {})
+            if msg.get("msg_type") == "stream":
+                name, text = content.get("name"), str(content.get("text", ""))
+                used = self._sizes.get(name, 0)
+                if used >= MAX_STREAM:
+                    return None
+                if used + len(text) >= MAX_STREAM:
+                    text = text[: MAX_STREAM - used] + TRUNCATED.format(n=MAX_STREAM)
+                    msg = {**msg, "content": {**content, "text": text}}
+                self._sizes[name] = used + len(text)
+            elif msg.get("msg_type") in ("display_data", "execute_result", "update_display_data", "error"):
+                size = len(json.dumps(content.get("data", content), default=str))
+                used = self._sizes.get("rich", 0)
+                if used + size > MAX_CELL_OUTPUT:
+                    return None
+                self._sizes["rich"] = used + size
+            return super().output(outs, msg, display_id, cell_index)
 
         async def _async_handle_timeout(self, timeout, cell=None):
             self.timed_out = True
@@ -117,6 +155,7 @@ def _client_class():
 
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
             self.timed_out = False
+            self._sizes = {}
             cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             if self.timed_out and not _has_timeout_error(cell):
                 cell.outputs.append(
@@ -147,6 +186,10 @@ class _Runner:
         os.makedirs(self.runtime)
         self.result = Execution(nb=nb)
         self.guard = integrity.new_guard_name()
+        self.deadline = time.monotonic() + options.budget_seconds()
+        # one cgroup for every kernel of this submission: memory of all its processes, tmpfs and
+        # shm included, and their number
+        self.budget = Budget(options.memory_mb) if options.isolate and cgroup_mode() else None
         self.client = _client_class()(
             nb,
             timeout=options.cell_timeout,
@@ -174,6 +217,7 @@ class _Runner:
             hide=[Path(p) for p in self.options.hide],
             memory_mb=self.options.memory_mb,
             isolate=self.options.isolate,
+            budget=self.budget,
         )
         # IPC sockets work across the sandbox's network namespace; TCP would not.
         km.transport = "ipc"
@@ -203,6 +247,13 @@ class _Runner:
         return cell
 
     def run(self) -> Execution:
+        try:
+            return self._run()
+        finally:
+            if self.budget is not None:
+                self.budget.close()  # whatever a kernel left behind dies with the submission
+
+    def _run(self) -> Execution:
         from nbclient.exceptions import DeadKernelError
 
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
@@ -210,7 +261,7 @@ class _Runner:
         position = 0
         sessions = 0
         while position < len(code_cells):
-            if self.result.restarts > self.options.max_restarts:
+            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline:
                 self.result.not_run_from = code_cells[position]
                 break
             self.client.km = self._new_km()
@@ -233,6 +284,9 @@ class _Runner:
                     break
                 log.warning("kernel failed: %s", exc)
                 self.result.restarts += 1
+            finally:
+                if self.budget is not None:
+                    self.budget.kill_all()  # nothing of this kernel outlives it
         return self.result
 
     def _run_cells(self, code_cells: list[int], position: int, done: list[int]) -> int:
@@ -242,16 +296,23 @@ class _Runner:
 
         while position < len(code_cells):
             index = code_cells[position]
+            left = self.deadline - time.monotonic()
+            if left <= 0:  # the submission's wall-clock budget is spent: the rest is not run
+                self.result.not_run_from = index
+                return len(code_cells)
             position += 1
             cell = self.nb.cells[index]
             if cells.is_test(cell):
                 self._guard_ok(index)  # what it finds is a note for a reviewer, never a score
+            self.client.timeout = max(1, min(self.options.cell_timeout, int(left + 0.999)))
             try:
                 self.client.execute_cell(cell, index)
             except DeadKernelError:
                 self.result.died.append(index)
                 self.result.restarts += 1
                 return position
+            finally:
+                self.client.timeout = self.options.cell_timeout
             if _has_timeout_error(cell):
                 self.result.timed_out.append(index)
                 if not self._responsive():

@@ -26,33 +26,45 @@ from grader import cells, integrity
 from grader.execute import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
 from grader.forkpool import Lease, Server, StartError, lease
 from grader.forkserver import recv, send
+from grader.sandbox import Budget, cgroup_mode
 
 log = logging.getLogger(__name__)
 
 DIED, STUCK = "died", "stuck"
-MESSAGE_TIMEOUT = 30  # seconds a child may take to finish sending a message it began
+MESSAGE_TIMEOUT = 10  # seconds past a reply's last deadline by which the whole reply must have come
 GUARD_WAIT = PROBE_TIMEOUT + 10 + 5  # the child gives its guard PROBE_TIMEOUT + 10 s, as the kernel engine does
 
 
 # -- one child -------------------------------------------------------------------------------
 
 class Child:
-    """A forked child serving one submission (until it dies or the submission is done)."""
+    """A forked child serving one submission (until it dies or the submission is done).
 
-    def __init__(self, server: Server, options: ExecOptions, guard: str):
-        server.wait_ready()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    It talks to us over one end of a socketpair made for it alone (no path, nothing another
+    child could connect to), and is moved into its submission's cgroup (``budget``) before any
+    learner code runs.
+    """
+
+    def __init__(self, server: Server, options: ExecOptions, guard: str, budget: Budget | None = None):
         self.pidfd: int | None = None
         self.pid: int | None = None
         self.partial: list | None = None
         self.interrupted = False
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            self.pidfd = server.spawn(theirs, min(20, options.startup_timeout))
+        except StartError:
+            self.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            host_pid = _pidfd_pid(self.pidfd) if self.pidfd is not None else None
+            if budget is not None and host_pid:
+                budget.add(host_pid)  # before learner code runs: everything it starts is counted
             self.sock.settimeout(options.startup_timeout)
-            self.sock.connect(server.socket_path)
-            _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
-            self.pidfd = fds[0] if fds else None
             send(self.sock, {"memory_mb": options.memory_mb, "guard": guard, "install": integrity.install_code(guard)})
-            hello = recv(self.sock)
+            hello = recv(self.sock, time.monotonic() + options.startup_timeout)
         except (OSError, ValueError) as exc:
             self.close()
             raise StartError(f"no child from the fork server: {exc}") from exc
@@ -60,7 +72,8 @@ class Child:
             self.close()
             raise StartError("the child died while starting (the grader's guard could not be installed)")
         # sent before any submission code ran, so it can be trusted; used only without a pidfd
-        self.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+        # (and then only outside a pid namespace, where it is the host's pid)
+        self.pid = host_pid or (hello.get("pid") if isinstance(hello.get("pid"), int) else None)
 
     def request(self, message: dict, timeout: float, grace: float, guard_time: float = 0.0) -> dict | str:
         """Run a cell: the child's reply, :data:`DIED` (it is gone) or :data:`STUCK` (killed).
@@ -68,23 +81,31 @@ class Child:
         As the kernel engine does, a cell still running after ``timeout`` seconds is
         interrupted (SIGINT: ``KeyboardInterrupt`` in the cell; :attr:`interrupted` is set),
         and a child that has not answered ``grace`` seconds later is killed. A test cell's
-        clock starts once the guard answered (it may take ``guard_time``).
+        clock starts once the guard answered (it may take ``guard_time``). Whatever the child
+        does -- dribble a message byte by byte, send endless partial outputs -- the reply must be
+        whole by one absolute deadline (all of these plus :data:`MESSAGE_TIMEOUT`), or the child
+        is killed.
         """
         self.partial, self.interrupted = None, False
         guarded = message.get("guard") is not None
-        deadline = time.monotonic() + (guard_time if guarded else timeout)
+        start = time.monotonic()
+        hard = start + (guard_time if guarded else 0.0) + timeout + grace + MESSAGE_TIMEOUT
+        deadline = start + (guard_time if guarded else timeout)
         try:
+            self.sock.settimeout(max(0.1, hard - time.monotonic()))
             send(self.sock, message)
             while True:
-                if not self._readable(deadline - time.monotonic()):
-                    if guarded or self.interrupted:
+                if time.monotonic() > hard:
+                    self.kill()
+                    return STUCK
+                if not self._readable(min(deadline, hard) - time.monotonic()):
+                    if guarded or self.interrupted or time.monotonic() > hard:
                         self.kill()
                         return STUCK
                     self.interrupt()
                     self.interrupted, deadline = True, time.monotonic() + grace
                     continue
-                self.sock.settimeout(MESSAGE_TIMEOUT)  # a message has begun: it must come whole
-                reply = recv(self.sock)
+                reply = recv(self.sock, hard)  # a message has begun: it must come whole, in time
                 if reply is None:
                     return DIED
                 if "started" in reply:  # the guard answered: the cell's own clock starts
@@ -93,7 +114,10 @@ class Child:
                     self.partial = reply["partial"]  # interrupted: what the cell showed so far
                 else:
                     return reply
-        except (OSError, ValueError, UnicodeDecodeError):  # a child that stalls or sends garbage is as good as dead
+        except TimeoutError:  # dribbled past the deadline: as a cell that never answers
+            self.kill()
+            return STUCK
+        except (OSError, ValueError, UnicodeDecodeError):  # a child that sends garbage is as good as dead
             self.kill()
             return DIED
 
@@ -121,6 +145,19 @@ class Child:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+
+def _pidfd_pid(pidfd: int) -> int | None:
+    """The pid, in our pid namespace, of the process a pidfd refers to."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 # -- outputs from a child: untrusted, so rebuilt field by field ------------------------------
@@ -161,13 +198,24 @@ class _Runner:
         self.result = Execution(nb=nb)
         self.guard = integrity.new_guard_name()
         self.grace = PROBE_TIMEOUT  # after the interrupt, as long as the kernel engine's probe waits
+        self.deadline = time.monotonic() + options.budget_seconds()
+        # one cgroup for every child of this submission: memory of all its processes (tmpfs and
+        # shm included) and their number
+        self.budget = Budget(options.memory_mb) if options.isolate and cgroup_mode() else None
 
     def run(self) -> Execution:
+        try:
+            return self._run()
+        finally:
+            if self.budget is not None:
+                self.budget.close()
+
+    def _run(self) -> Execution:
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         done: list[int] = []  # learner/demo cells that ran, replayed in a new child
         position = sessions = 0
         while position < len(code_cells):
-            if self.result.restarts > self.options.max_restarts:
+            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline:
                 self.result.not_run_from = code_cells[position]
                 break
             sessions += 1
@@ -187,17 +235,18 @@ class _Runner:
                     self.result.restarts += 1
             finally:
                 child.close()
+                if self.budget is not None:
+                    self.budget.kill_all()  # nothing of this child outlives it
         return self.result
 
     def _new_child(self) -> Child:
         try:
-            return Child(self.lease.server, self.options, self.guard)
-        except StartError:
-            if self.lease.server.alive():
-                raise
-        log.warning("fork engine: the server died; starting a new one")  # killed by a submission, or OOM
+            return Child(self.lease.server, self.options, self.guard, self.budget)
+        except StartError as exc:
+            # killed, stopped (SIGSTOP) or wedged by a submission, or OOM: a new server, once
+            log.warning("fork engine: the server did not give a child (%s); starting a new one", exc)
         self.lease.renew()
-        return Child(self.lease.server, self.options, self.guard)
+        return Child(self.lease.server, self.options, self.guard, self.budget)
 
     def _message(self, cell: NotebookNode, **extra) -> dict:
         return {"op": "run", "code": cells.source_text(cell), "history": True, **extra}
@@ -214,11 +263,16 @@ class _Runner:
         returns the position to go on from."""
         while position < len(code_cells):
             index = code_cells[position]
+            left = self.deadline - time.monotonic()
+            if left <= 0:  # the submission's wall-clock budget is spent: the rest is not run
+                self.result.not_run_from = index
+                return len(code_cells)
             position += 1
             cell = self.nb.cells[index]
             test = cells.is_test(cell)
             nonce = secrets.token_hex(4) if test else None
-            reply = child.request(self._message(cell, guard=nonce), self.options.cell_timeout, self.grace, GUARD_WAIT)
+            timeout = max(1, min(self.options.cell_timeout, int(left + 0.999)))
+            reply = child.request(self._message(cell, guard=nonce), timeout, self.grace, GUARD_WAIT)
             if reply == STUCK or (reply == DIED and child.interrupted):
                 # interrupted and then stuck (or dead): stopped, like a kernel that never answers
                 cell.outputs = _outputs(child.partial) + [_timeout_output(self.options)]

@@ -12,7 +12,9 @@ import atexit
 import concurrent.futures
 import os
 import queue
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.execute import ExecOptions, kernel_env
-from grader.sandbox import Sandbox, bubblewrap_works
+from grader.sandbox import Budget, Sandbox, bubblewrap_works, cgroup_mode
 
 
 class StartError(RuntimeError):
@@ -53,37 +55,79 @@ class _Launcher:
 
 
 class Server:
-    """A running fork server and its private folders."""
+    """A running fork server, its private folders and the control channel only we hold."""
 
     def __init__(self, options: ExecOptions):
         self.key = server_key(options)
         self.root = tempfile.mkdtemp(prefix="course-fork-")
         self.scratch = os.path.join(self.root, "scratch")
-        runtime = os.path.join(self.root, "runtime")
         os.makedirs(self.scratch)
-        os.makedirs(runtime)
-        self.socket_path = os.path.join(runtime, "server.sock")
-        sandbox = Sandbox(workdir=Path(self.scratch), runtime_dir=Path(runtime),
-                          hide=[Path(p) for p in options.hide], memory_mb=None, isolate=options.isolate)
+        # the server's processes (not its children: each joins its submission's budget)
+        self.budget = Budget(None, pids=64) if options.isolate and cgroup_mode() else None
+        sandbox = Sandbox(workdir=Path(self.scratch), runtime_dir=None, hide=[Path(p) for p in options.hide],
+                          memory_mb=None, isolate=options.isolate, budget=self.budget)
         private = options.isolate and bubblewrap_works()
-        cmd = sandbox.wrap([sys.executable, "-m", "grader.forkserver", self.socket_path, self.scratch,
+        self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cmd = sandbox.wrap([sys.executable, "-m", "grader.forkserver", "--fd", str(theirs.fileno()), self.scratch,
                             *(["--private-tmp"] if private else [])])
         self.log_path = os.path.join(self.root, "server.log")
-        with open(self.log_path, "wb") as log_file:
-            self.proc = _launcher().popen(cmd, env=kernel_env(options, self.scratch), cwd=self.scratch,
-                                          stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+        try:
+            with open(self.log_path, "wb") as log_file:
+                self.proc = _launcher().popen(cmd, env=kernel_env(options, self.scratch), cwd=self.scratch,
+                                              stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                              start_new_session=True, pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
         self.startup_timeout = options.startup_timeout
+        self.ready = False
+        self.lock = threading.Lock()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def wait_ready(self) -> None:
+        if self.ready:
+            return
         deadline = time.monotonic() + self.startup_timeout
-        while not os.path.exists(self.socket_path):
+        while True:
+            ready, _, _ = select.select([self.ctrl], [], [], 0.1)
+            if ready:
+                if self.ctrl.recv(1) == b"R":
+                    self.ready = True
+                    return
+                raise StartError(f"the fork server did not start: {self._log_tail()}")
             if not self.alive() or time.monotonic() > deadline:
                 raise StartError(f"the fork server did not start: {self._log_tail()}")
-            time.sleep(0.02)
+
+    def spawn(self, conn: socket.socket, timeout: float) -> int | None:
+        """Have the server fork a child that serves ``conn`` (one end of a socketpair; the
+        caller keeps the other); returns the child's pidfd (None on Linux < 5.3)."""
+        self.wait_ready()
+        with self.lock:
+            self.ctrl.settimeout(timeout)
+            try:
+                socket.send_fds(self.ctrl, [b"C"], [conn.fileno()])
+                msg, fds, _, _ = socket.recv_fds(self.ctrl, 1, 1)
+            except OSError as exc:
+                raise StartError(f"the fork server did not answer: {exc}") from exc
+            if msg != b"P":
+                for fd in fds:
+                    os.close(fd)
+                raise StartError("the fork server closed its control channel")
+            return fds[0] if fds else None
+
+    def healthy(self, timeout: float = 10.0) -> bool:
+        """Whether the server answers (a submission can stop it with SIGSTOP, or wedge it): it
+        answers only after cleaning up its last child, so a yes means "ready for the next"."""
+        if not self.alive() or not self.ready:
+            return self.alive()
+        with self.lock:
+            try:
+                self.ctrl.settimeout(timeout)
+                self.ctrl.sendall(b"?")
+                return self.ctrl.recv(1) == b"!"
+            except OSError:
+                return False
 
     def _log_tail(self) -> str:
         try:
@@ -93,12 +137,15 @@ class Server:
             return "no log"
 
     def close(self) -> None:
+        self.ctrl.close()  # the server reads EOF and exits
         if self.alive():
             self.proc.kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.budget is not None:
+            self.budget.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -175,7 +222,7 @@ class Lease:
         self.server = _new_server(self.options)
 
     def release(self) -> None:
-        if not self.server.alive():
+        if not self.server.healthy():  # dead, stopped or wedged by the last submission: not lent again
             _discard(self.server)
             return
         with _lock:

@@ -1,11 +1,14 @@
 """The warm process of the ``fork`` engine: torch and the course imported once, a fresh child forked per submission.
 
-Started by :mod:`grader.forkengine` as ``python -m grader.forkserver SOCKET SCRATCH`` with the
+Started by :mod:`grader.forkpool` as ``python -m grader.forkserver --fd N SCRATCH`` with the
 stripped environment of a grading kernel (and inside the same sandbox, where the machine
-has one). The server only accepts connections and forks: it never reads what comes over a
-connection, so it never holds a submission, a gradebook handle or a solution. Each child
-serves one connection (one submission's kernel) and exits; after it, the server removes
-every file the child could have left for the next one.
+has one). ``N`` is the server's end of a socketpair only the coordinator holds the other end
+of: there is no listening socket and no path a child could connect to, unlink or fake. For
+each child the coordinator sends, over it, one end of a fresh socketpair; the server forks a
+child that keeps that end (and closes the control channel), answers with the child's pidfd,
+waits for it, and never reads what comes over the child's connection, so it never holds a
+submission, a gradebook handle or a solution. After a child, the server kills whatever it
+left behind and removes every file and IPC object it could have left for the next one.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ import socket
 import struct
 import sys
 import tempfile
+import time
 
 from grader.integrity import PRELOAD  # what a kernel imports before learner code too
 
 #: Folders a sandboxed server owns privately and empties after every child.
-PRIVATE_DIRS = ("/tmp", "/dev/shm")
+PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 MAX_MESSAGE = 64 * 2**20
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell
 _HEADER = struct.Struct("!I")
@@ -42,19 +46,23 @@ def send(sock: socket.socket, message: dict) -> None:
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def recv(sock: socket.socket) -> dict | None:
+def recv(sock: socket.socket, deadline: float | None = None) -> dict | None:
     """Receive one message; None when the other side closed the connection.
+
+    ``deadline`` (a ``time.monotonic()`` value) bounds the whole message, however it is
+    dribbled: past it, ``TimeoutError``.
 
     Raises:
         ValueError: the message is too long or not a JSON object.
+        TimeoutError: the deadline passed.
     """
-    head = _recv_exactly(sock, _HEADER.size)
+    head = _recv_exactly(sock, _HEADER.size, deadline)
     if head is None:
         return None
     (size,) = _HEADER.unpack(head)
     if size > MAX_MESSAGE:
         raise ValueError(f"message of {size} bytes is over the limit")
-    body = _recv_exactly(sock, size)
+    body = _recv_exactly(sock, size, deadline)
     if body is None:
         return None
     message = json.loads(body.decode("utf-8"))
@@ -63,9 +71,14 @@ def recv(sock: socket.socket) -> dict | None:
     return message
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
     chunks, left = [], size
     while left:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the message did not arrive in time")
+            sock.settimeout(remaining)
         chunk = sock.recv(min(left, 2**20))
         if not chunk:
             return None
@@ -163,41 +176,71 @@ def _empty(folder: str, keep: set[str]) -> None:
                 pass
 
 
-def serve(socket_path: str, scratch: str, private: bool) -> None:
-    """Accept a connection, fork a child for it, wait for the child, clean up; forever."""
+def _remove_ipc() -> None:
+    """Remove every System V shared memory segment, semaphore set and message queue of this
+    IPC namespace (the sandbox's own): nothing a child made is there for the next one."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    ipc_rmid = 0
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, ipc_rmid, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, ipc_rmid)),
+                         ("msg", lambda i: libc.msgctl(i, ipc_rmid, None))):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                remove(int(fields[1]))
+
+
+def serve(ctrl_fd: int, scratch: str, private: bool) -> None:
+    """Wait for the coordinator's next connection, fork a child for it, wait for the child,
+    clean up; until the coordinator closes the control channel."""
     _die_with_parent()
     # not dumpable (and children inherit it): without CAP_SYS_PTRACE no other process of this
     # user, a child included, can read or write the server's or a child's memory via /proc or ptrace
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # what a child starts and abandons is re-parented to us
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    ctrl = socket.socket(fileno=ctrl_fd)
+    ctrl.setblocking(True)
     shell = _preload()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    pending = socket_path + ".tmp"
-    listener.bind(pending)
-    listener.listen(4)
-    os.rename(pending, socket_path)  # the socket appears when the server is ready
-    keep = {socket_path, os.path.realpath(scratch)}
-    runtime = os.path.dirname(socket_path)
+    keep = {os.path.realpath(scratch)}
+    ctrl.sendall(b"R")  # ready
     while True:
-        conn, _ = listener.accept()
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctrl, 1, 1)
+        except OSError:
+            os._exit(0)
+        if not msg:  # the coordinator is gone
+            os._exit(0)
+        if not fds:
+            if msg == b"?":  # are you well? (answered only once the last child is cleaned up)
+                ctrl.sendall(b"!")
+            continue
+        conn = socket.socket(fileno=fds[0])
         home = os.path.join(scratch, "k" + secrets.token_hex(6))
         os.mkdir(home, 0o700)
         pid = os.fork()
         if pid == 0:
-            listener.close()
+            ctrl.close()  # the child holds its own connection and nothing else of ours
             _child(conn, home, shell)  # never returns
-        try:  # the coordinator gets a handle to interrupt or kill the child with, and nothing else
+        conn.close()
+        try:  # the coordinator gets a handle to interrupt, kill and budget the child with
             pidfd = os.pidfd_open(pid)
         except (OSError, AttributeError):  # Linux < 5.3: the coordinator uses the pid
             pidfd = None
         try:
-            socket.send_fds(conn, [b"P"], [pidfd] if pidfd is not None else [])
+            socket.send_fds(ctrl, [b"P"], [pidfd] if pidfd is not None else [])
         except OSError:
             pass
         if pidfd is not None:
             os.close(pidfd)
-        conn.close()
         os.waitpid(pid, 0)
         try:
             os.killpg(pid, signal.SIGKILL)  # whatever the child started...
@@ -205,10 +248,10 @@ def serve(socket_path: str, scratch: str, private: bool) -> None:
             pass
         _kill_leftovers()  # ...even in a session of its own, before the next child's files exist
         _empty(scratch, set())
-        _empty(runtime, keep)
         if private:
             for folder in PRIVATE_DIRS:
                 _empty(folder, keep)
+            _remove_ipc()
 
 
 # -- a child -----------------------------------------------------------------------------
@@ -233,13 +276,13 @@ def _child(conn: socket.socket, home: str, shell) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.forkserver SOCKET SCRATCH [--private-tmp]``."""
+    """``python -m grader.forkserver --fd N SCRATCH [--private-tmp]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     private = "--private-tmp" in args
     args = [a for a in args if a != "--private-tmp"]
-    if len(args) != 2:
-        raise SystemExit("usage: python -m grader.forkserver SOCKET SCRATCH [--private-tmp]")
-    serve(args[0], args[1], private)
+    if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
+        raise SystemExit("usage: python -m grader.forkserver --fd N SCRATCH [--private-tmp]")
+    serve(int(args[1]), args[2], private)
 
 
 if __name__ == "__main__":

@@ -1,101 +1,385 @@
-"""Isolating a grading kernel: its own directory, a memory cap, and (with bubblewrap) no
-network and a read-only view of the machine with the course's private folders hidden."""
+"""Confining a submission: bubblewrap namespaces, a root filesystem built from what execution
+needs, and a cgroup budget per submission.
+
+What a sandboxed process gets (see :meth:`Sandbox.wrap`):
+
+- its own user namespace with an unprivileged uid (1000), no capabilities and no way to make
+  a nested user namespace (where it would have some), its own pid
+  namespace (it sees and signals nothing outside; when the sandbox ends everything in it
+  dies), its own IPC, UTS and network namespaces (no network, no abstract Unix sockets of
+  the host), a new session (no terminal injection), killed when the grader dies;
+- a root filesystem assembled from read-only binds of ``/usr`` (and the ``/bin``-style
+  links to it), a few files of ``/etc``, the interpreter's prefix, the virtualenv and the
+  ``course_utils`` and ``grader`` package folders -- never ``/``, the repository root or its
+  ``.git``, the solutions, the workspace or other submissions; a minimal read-only ``/dev``
+  with a private size-capped ``/dev/shm``, a private ``/proc``, a private size-capped
+  ``/tmp``, and its own working directory, the only host folder it may write;
+- with :class:`Budget`, a cgroup (v1 ``memory`` + ``pids`` controllers, or v2) that caps the
+  memory of all its processes together -- tmpfs and shared memory included -- and their number.
+
+Processes started through :func:`wrap` first pass through :mod:`grader.confine` (outside the
+sandbox), which joins the cgroup and sets the per-process limits before ``exec``-ing bwrap.
+"""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+#: The uid/gid a submission runs as inside its user namespace.
+SANDBOX_UID = 1000
+#: Size caps of the private tmpfs folders (their pages also count in the memory budget).
+TMP_MB = 512
+SHM_MB = 256
+#: Processes and threads one submission may have at once (with a cgroup).
+PIDS_MAX = 256
+
+#: Files of /etc a Python process and its libraries read; /etc/passwd and /etc/group are written
+#: for the sandbox (the host's list no one needs), and nothing else of /etc is visible.
+ETC_FILES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "host.conf", "hosts", "localtime",
+    "timezone", "ssl", "ca-certificates", "ca-certificates.conf", "fonts", "mime.types", "alternatives",
+    "os-release", "debian_version", "matplotlibrc",
+)
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
 
 @dataclass
 class Sandbox:
-    """How a kernel is confined.
+    """How a kernel (or a fork server) is confined.
 
     Attributes:
-        workdir: the kernel's working directory, the only place it may write.
-        runtime_dir: where the kernel's connection file and IPC sockets live (shared with us).
-        hide: folders made invisible inside the sandbox (the gradebook's workspace, the
-            solutions, the submissions folder): an empty tmpfs is mounted over each.
-        memory_mb: address-space cap of the kernel process (None: no cap).
+        workdir: the working directory, the only host folder it may write.
+        runtime_dir: a second writable folder (the kernel engine's connection file and IPC
+            sockets), or None.
+        hide: folders that must stay invisible (the gradebook's workspace, the solutions, the
+            submissions). Nothing is bound in unless execution needs it, so they are absent
+            already; one that lies under a folder that is bound gets an empty tmpfs over it.
+        memory_mb: address-space cap of each process (None: no cap); the cgroup caps the sum.
         isolate: use bubblewrap when it works on this machine.
+        budget: the cgroup every process of the sandbox joins, or None.
     """
 
     workdir: Path
-    runtime_dir: Path
+    runtime_dir: Path | None = None
     hide: list[Path] = field(default_factory=list)
     memory_mb: int | None = 2048
     isolate: bool = True
+    budget: Budget | None = None
 
     def wrap(self, cmd: list[str]) -> list[str]:
-        """The kernel command, wrapped in the limits launcher and, if possible, bubblewrap."""
-        limited = [sys.executable, "-m", "grader.limits"]
+        """The command, wrapped in :mod:`grader.confine` and, if possible, bubblewrap."""
+        launcher = [sys.executable, "-m", "grader.confine"]
         if self.memory_mb:
-            limited += ["--memory-mb", str(self.memory_mb)]
-        limited += ["--", *cmd]
+            launcher += ["--memory-mb", str(self.memory_mb)]
+        if self.budget is not None:
+            for procs in self.budget.procs_files():
+                launcher += ["--cgroup", procs]
         if not (self.isolate and bubblewrap_works()):
-            return limited
-        args = [
-            "bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        ]
-        if os.geteuid() == 0:  # root keeps its capabilities in bwrap: it could unmount what hides
-            args += ["--cap-drop", "ALL"]  # the private folders, or remount / writable
-        for path in needed_under_tmp():  # the fresh /tmp must not hide Python or the course
+            return [*launcher, "--", *cmd]
+        return [*launcher, "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide), *cmd]
+
+
+def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] | tuple = ()) -> list[str]:
+    """The bubblewrap command line (up to and including ``--``) of a sandbox."""
+    args = [
+        "bwrap",
+        "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        "--disable-userns",  # no nested user namespace: no capabilities to be had inside, ever
+        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+        "--hostname", "sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+    ]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_LINKS:
+        path = "/" + name
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-        for path in self.hide:
-            if path.exists():
-                args += ["--tmpfs", str(path.resolve())]
-        args += [
-            "--bind", str(self.workdir), str(self.workdir),
-            "--bind", str(self.runtime_dir), str(self.runtime_dir),
-            "--chdir", str(self.workdir),
-        ]
-        return [*args, *limited]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
+    etc = _sandbox_etc()
+    args += ["--ro-bind", os.path.join(etc, "passwd"), "/etc/passwd", "--ro-bind", os.path.join(etc, "group"), "/etc/group"]
+    args += [
+        "--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+        "--remount-ro", "/dev",  # nothing can be left in /dev for a later process
+        "--proc", "/proc",
+        "--size", str(TMP_MB * 2**20), "--tmpfs", "/tmp",
+    ]
+    bound = needed_paths()
+    for path in bound:
+        args += ["--ro-bind", path, path]
+    for path in hide:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and any(real == b or real.startswith(b + os.sep) for b in bound):
+            args += ["--tmpfs", real]
+    args += ["--bind", str(workdir), str(workdir)]
+    if runtime_dir is not None:
+        args += ["--bind", str(runtime_dir), str(runtime_dir)]
+    # the sandbox's own root (a tmpfs holding the mount points) read-only too: nothing can be
+    # left there for a later child of the same fork server
+    args += ["--remount-ro", "/", "--chdir", str(workdir), "--"]
+    return args
 
 
-def needed_under_tmp() -> list[str]:
-    """Folders a kernel needs (the interpreter, the virtualenv, the course's code) that lie
-    under /tmp, where the sandbox mounts an empty tmpfs: they are bound back in, read-only."""
+def needed_paths() -> list[str]:
+    """Host folders execution needs, bound read-only at their real paths: the interpreter's
+    prefix, the virtualenv, and the ``course_utils`` and ``grader`` package folders (the
+    editable install finds them there) -- not the repository that holds them."""
     import course_utils
 
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(course_utils.__file__))}
-    candidates.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    tmp = os.path.realpath("/tmp")
-    out = []
-    for path in sorted(os.path.realpath(p) for p in candidates):
-        if (path == tmp or path.startswith(tmp + os.sep)) and not any(path.startswith(o + os.sep) for o in out):
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  os.path.dirname(course_utils.__file__), os.path.dirname(os.path.abspath(__file__)),
+                  os.path.dirname(os.path.realpath(sys.executable))}
+    for entry in sys.path:  # site-packages reached through a link, a .pth folder
+        if entry and os.path.isdir(entry) and "site-packages" in entry:
+            candidates.add(entry)
+    out: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in candidates}, key=len):
+        if path.startswith("/usr/") or path == "/usr" or path == "/":
+            continue
+        if not any(path == o or path.startswith(o + os.sep) for o in out):
             out.append(path)
+    # a link to the venv's python (``.venv/bin/python3 -> /root/.pyenv/...``) must resolve
+    # inside: the targets are bound above, the links themselves live in the bound venv
+    return sorted(out)
+
+
+_etc_dir: str | None = None
+
+
+def _sandbox_etc() -> str:
+    """A folder with the sandbox's /etc/passwd and /etc/group (written once per process)."""
+    global _etc_dir
+    if _etc_dir is None or not os.path.isdir(_etc_dir):
+        folder = tempfile.mkdtemp(prefix="course-sandbox-etc-")
+        with open(os.path.join(folder, "passwd"), "w") as f:
+            f.write(f"root:x:0:0:root:/root:/usr/sbin/nologin\nstudent:x:{SANDBOX_UID}:{SANDBOX_UID}:student:/tmp:/usr/sbin/nologin\n"
+                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+        with open(os.path.join(folder, "group"), "w") as f:
+            f.write(f"root:x:0:\nstudent:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+        for name in ("passwd", "group"):
+            os.chmod(os.path.join(folder, name), 0o644)
+        _etc_dir = folder
+        atexit.register(shutil.rmtree, folder, True)
+    return _etc_dir
+
+
+# -- cgroups ---------------------------------------------------------------------------------
+
+class Budget:
+    """A cgroup for one submission: memory (RAM, tmpfs and shm pages together) and process count.
+
+    ``cgroup_mode()`` says whether this machine allows one. Processes join it through
+    :mod:`grader.confine` (``--cgroup``) or :meth:`add`; :meth:`close` kills whatever is left
+    in it and removes it.
+    """
+
+    def __init__(self, memory_mb: int | None, pids: int | None = PIDS_MAX):
+        self.mode = cgroup_mode()
+        self.dirs: list[str] = []
+        name = f"course-{os.getpid()}-{secrets.token_hex(4)}"
+        if self.mode == "v1":
+            roots = _v1_roots()
+            mem, pid = os.path.join(roots["memory"], name), os.path.join(roots["pids"], name)
+            os.mkdir(mem)
+            self.dirs.append(mem)
+            os.mkdir(pid)
+            self.dirs.append(pid)
+            if memory_mb:
+                limit = str(memory_mb * 2**20)
+                _write(os.path.join(mem, "memory.limit_in_bytes"), limit)
+                if os.path.exists(os.path.join(mem, "memory.memsw.limit_in_bytes")):
+                    _write(os.path.join(mem, "memory.memsw.limit_in_bytes"), limit)
+            if pids:
+                _write(os.path.join(pid, "pids.max"), str(pids))
+        elif self.mode == "v2":
+            path = os.path.join(_v2_root(), name)
+            os.mkdir(path)
+            self.dirs.append(path)
+            if memory_mb:
+                _write(os.path.join(path, "memory.max"), str(memory_mb * 2**20))
+                _write(os.path.join(path, "memory.swap.max"), "0", missing_ok=True)
+            if pids:
+                _write(os.path.join(path, "pids.max"), str(pids))
+
+    def procs_files(self) -> list[str]:
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
+
+    def add(self, pid: int) -> None:
+        """Move a process (its future children follow) into the budget."""
+        for procs in self.procs_files():
+            _write(procs, str(pid))
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for procs in self.procs_files():
+            try:
+                with open(procs) as f:
+                    found.update(int(p) for p in f.read().split())
+            except OSError:
+                pass
+        return found
+
+    def kill_all(self, wait: float = 5.0) -> None:
+        """SIGKILL every process in the budget until none is left (or ``wait`` seconds pass)."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = self.pids()
+            if not left or time.monotonic() > deadline:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
+    def oom_kills(self) -> int:
+        """How many times the memory cap was hit (v1: failcnt; v2: oom_kill events)."""
+        for d in self.dirs:
+            for name, key in (("memory.failcnt", None), ("memory.events", "oom_kill")):
+                path = os.path.join(d, name)
+                if os.path.exists(path):
+                    text = open(path).read()
+                    if key is None:
+                        return int(text.strip() or 0)
+                    for line in text.splitlines():
+                        if line.startswith(key + " "):
+                            return int(line.split()[1])
+        return 0
+
+    def close(self) -> None:
+        self.kill_all()
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # a process still exiting
+                    time.sleep(0.02)
+        self.dirs = []
+
+
+def _write(path: str, value: str, missing_ok: bool = False) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller name ("" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for c in controllers.split(",") if controllers else [""]:
+                    out[c] = path
+    except OSError:
+        pass
     return out
 
 
+def _v1_roots() -> dict[str, str]:
+    own = _own_cgroups()
+    roots = {}
+    for controller in ("memory", "pids"):
+        mount = f"/sys/fs/cgroup/{controller}"
+        nested = os.path.join(mount, own.get(controller, "/").lstrip("/"))
+        roots[controller] = nested if os.path.isdir(nested) else mount
+    return roots
+
+
+def _v2_root() -> str:
+    own = _own_cgroups().get("", "/")
+    for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if os.path.exists(os.path.join(mount, "cgroup.controllers")):
+            return os.path.join(mount, own.lstrip("/"))
+    raise OSError("no cgroup2 hierarchy")
+
+
+@lru_cache(maxsize=1)
+def cgroup_mode() -> str | None:
+    """"v1", "v2" or None: whether a cgroup with memory and pids caps can be made here."""
+    try:  # v1, as these machines mount it: memory and pids hierarchies, writable
+        roots = _v1_roots()
+        if all(os.access(r, os.W_OK) for r in roots.values()):
+            probe = os.path.join(roots["pids"], f"course-probe-{os.getpid()}")
+            os.mkdir(probe)
+            ok = os.path.exists(os.path.join(probe, "pids.max"))
+            os.rmdir(probe)
+            if ok and os.path.exists(os.path.join(roots["memory"], "memory.limit_in_bytes")):
+                return "v1"
+    except OSError:
+        pass
+    try:  # v2 with the memory and pids controllers delegated to our subtree
+        root = _v2_root()
+        with open(os.path.join(root, "cgroup.subtree_control")) as f:
+            enabled = f.read().split()
+        if {"memory", "pids"} <= set(enabled) and os.access(root, os.W_OK):
+            return "v2"
+    except OSError:
+        pass
+    return None
+
+
+# -- what works here -------------------------------------------------------------------------
+
 @lru_cache(maxsize=1)
 def bubblewrap_works() -> bool:
-    """Whether bubblewrap can make a sandbox here (it needs user namespaces or root)."""
+    """Whether bubblewrap can make the full sandbox here (it needs user namespaces)."""
     exe = shutil.which("bwrap")
     if exe is None:
         return False
+    work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
     try:
-        done = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "--die-with-parent", "true"],
-            capture_output=True, timeout=10,
-        )
+        done = subprocess.run([*bwrap_args(Path(work)), sys.executable, "-c", "import course_utils, grader"],
+                              capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if done.returncode != 0:
-        log.info("bubblewrap is installed but cannot sandbox here: %s", done.stderr.decode(errors="replace").strip())
+        log.warning("bubblewrap is installed but cannot sandbox here: %s", done.stderr.decode(errors="replace").strip())
     return done.returncode == 0
 
 
-def isolation_summary() -> str:
-    """One sentence on what isolation grading kernels get on this machine."""
+def bubblewrap_problem() -> str:
+    """Why bubblewrap is not usable here ("" when it is)."""
     if bubblewrap_works():
-        return "bubblewrap sandbox: no network, read-only filesystem, private folders hidden, memory cap"
-    return "no bubblewrap: own temporary directory, stripped environment, memory cap (no filesystem or network isolation)"
+        return ""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed: make test-deps installs it as root"
+    return "bwrap cannot create user/pid namespaces here (see the log)"
+
+
+def isolation_summary() -> str:
+    """One line on what holds on this machine, for ``course grade``."""
+    mode = cgroup_mode()
+    budget = (f"cgroup {mode} budget per submission (memory incl. tmpfs/shm, {PIDS_MAX} processes)" if mode else
+              "NO cgroup: memory capped per process only (RLIMIT_AS), process count not capped")
+    if bubblewrap_works():
+        return ("bubblewrap: own user (uid 1000, no capabilities), pid, ipc, uts and network namespaces; "
+                f"root filesystem of the interpreter, venv and course packages only (read-only), private /tmp "
+                f"({TMP_MB} MiB) and /dev; {budget}; wall-clock and output caps")
+    return (f"NO sandbox ({bubblewrap_problem()}): submissions run as this user and can read and write what it "
+            f"can, see and signal its processes, and use the network; {budget}; wall-clock and output caps")

@@ -32,15 +32,23 @@ def test_the_memory_cap_applies_without_a_sandbox_too():
     assert out.strip() == "1500"
 
 
-def test_the_wrapped_command_names_the_limits_and_hides_private_folders(tmp_path):
+def test_the_wrapped_command_names_the_limits_and_builds_its_root_from_what_it_needs(tmp_path):
     box = Sandbox(workdir=tmp_path / "w", runtime_dir=tmp_path / "r", hide=[tmp_path], memory_mb=100)
     cmd = box.wrap(["python", "-m", "ipykernel_launcher"])
-    assert "grader.limits" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
+    assert "grader.confine" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
     assert cmd[cmd.index("--memory-mb") + 1] == "100"
     if bubblewrap_works():
-        assert cmd[0] == "bwrap" and "--unshare-net" in cmd
-        hidden = str(tmp_path.resolve())
-        assert cmd[cmd.index(hidden) - 1] == "--tmpfs"
+        bw = cmd[cmd.index("bwrap"):]
+        for flag in ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+                     "--die-with-parent", "--new-session"):
+            assert flag in bw, flag
+        assert bw[bw.index("--uid") + 1] != "0" and bw[bw.index("--cap-drop") + 1] == "ALL"
+        binds = {bw[i + 2] for i, a in enumerate(bw) if a in ("--ro-bind", "--bind", "--ro-bind-try")}
+        assert "/" not in binds
+        repo = str(Path(__file__).resolve().parent.parent)
+        assert repo not in binds and not any(b.startswith(repo + "/.git") or b.startswith(repo + "/solutions") for b in binds)
+        assert {repo + "/grader", repo + "/course_utils"} <= binds
+        assert bw[bw.index("/tmp") - 1] == "--tmpfs" and bw[bw.index("/tmp") - 3] == "--size"
 
 
 @pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine: " + isolation_summary())
@@ -58,8 +66,8 @@ def test_private_folders_are_hidden_and_the_rest_is_read_only(tmp_path):
         ],
         hide=[str(private)],
     )
-    assert outs[0].strip() == "[]"
-    assert "Read-only file system" in outs[1] and not repo_file.exists()
+    assert outs[0].strip() == "[]" or "FileNotFoundError" in outs[0]  # not even there
+    assert ("Read-only file system" in outs[1] or "No such file" in outs[1]) and not repo_file.exists()
     assert not (tmp_path / "planted.txt").exists()
     assert outs[3].strip() == "ok"
 
@@ -76,3 +84,34 @@ def test_the_kernel_has_no_network():
     finally:
         server.close()
     assert "connected" not in out and "Error" in out
+
+
+def test_no_sandbox_is_refused_without_the_unsafe_flag(tmp_path):
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    (tmp_path / "subs").mkdir()
+    done = CliRunner().invoke(cli, ["grade", str(tmp_path / "subs"), "--workdir", str(tmp_path / "w"), "--no-sandbox"])
+    assert done.exit_code != 0 and "--unsafe-no-sandbox" in done.output
+
+
+def test_the_gradebook_url_comes_from_a_file_or_the_environment_and_leaves_it(tmp_path, monkeypatch):
+    from grader.cli import DB_URL_ENV, resolve_db_url
+
+    monkeypatch.setenv(DB_URL_ENV, "postgresql://u:secret@db/grades")
+    assert resolve_db_url(None, None) == "postgresql://u:secret@db/grades"
+    assert DB_URL_ENV not in __import__("os").environ  # nothing started later inherits it
+    url_file = tmp_path / "db-url"
+    url_file.write_text("postgresql://u:other@db/grades\n")
+    assert resolve_db_url(None, url_file) == "postgresql://u:other@db/grades"
+    assert resolve_db_url("sqlite:///x.db", None) == "sqlite:///x.db"
+
+
+def test_the_isolation_line_says_what_holds():
+    line = isolation_summary()
+    if bubblewrap_works():
+        assert "pid" in line and "user" in line and "uid 1000" in line
+    else:
+        assert line.startswith("NO sandbox")
+    assert ("cgroup v" in line) or ("NO cgroup" in line)

@@ -1,0 +1,67 @@
+"""``python -m grader.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...``: run CMD confined.
+
+Run outside the sandbox, in front of bubblewrap: joins the submission's cgroup(s) (writes its
+own pid to each ``cgroup.procs`` given), so that everything CMD starts is counted and capped
+together, sets the per-process limits (address space, no core dumps) and ``exec``-s CMD.
+
+``python -m grader.confine --kernel ARGS...`` is the other end, inside the sandbox: it makes the
+kernel process not dumpable (no other process of the sandbox can read its memory through
+``/proc`` or ptrace it) and runs ``ipykernel_launcher ARGS``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import sys
+
+PR_SET_DUMPABLE = 4
+
+
+def set_limits(memory_mb: int | None) -> None:
+    if memory_mb:
+        limit = memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def not_dumpable() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--kernel"]:
+        import runpy
+
+        not_dumpable()
+        # in its pid namespace the kernel's parent is the sandbox's init (pid 1), which ipykernel's
+        # parent poller takes for "the parent exited": bwrap --die-with-parent does that job
+        os.environ.pop("JPY_PARENT_PID", None)
+        sys.argv = ["ipykernel_launcher", *argv[1:]]
+        runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+        return
+    memory_mb, cgroups = None, []
+    while argv and argv[0] != "--":
+        opt = argv.pop(0)
+        if opt == "--memory-mb":
+            memory_mb = int(argv.pop(0))
+        elif opt == "--cgroup":
+            cgroups.append(argv.pop(0))
+        else:
+            raise SystemExit(f"grader.confine: unknown option {opt}")
+    cmd = argv[1:]
+    if not cmd:
+        raise SystemExit("usage: python -m grader.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...")
+    for procs in cgroups:  # before anything runs: every later process is counted
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    set_limits(memory_mb)
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
