@@ -94,6 +94,10 @@ ESCAPED = [p for p in ({subs!r}, {subs!r} + '/a_honest/00_mini/mini.ipynb') if o
 import os
 ESCAPED = []
 for d in ({repo!r} + '/course_utils', {repo!r} + '/grader', {repo!r}, {tmp!r}, {work!r}, '/', '/etc', '/usr'):
+    if d == '/tmp' or d.startswith('/tmp/'):
+        # inside the sandbox /tmp is a private tmpfs (a checkout under /tmp has its mount points
+        # there): writing it proves nothing; the host-side check for marker files is the judge
+        continue
     try:
         with open(os.path.join(d, '{mark}-written'), 'w') as f:
             f.write('x')
