@@ -446,8 +446,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> 
     for i, ref in enumerate(refs):
         if i >= len(got):
             if error is not None:
-                status, reason = _error_reason(error)
-                return status, reason + (_where(refs, i) if status == FAILED else "")
+                return _stopped_by(error, refs, i)
             return FAILED, "the test stopped before its end" + _where(refs, i)
         if not isinstance(got[i], dict) or got[i].get("v") != SCHEMA:
             return FAILED, "the test sent a malformed observation"
@@ -461,15 +460,19 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> 
             if got[i].get("kind") == "fail":  # the test's own `raise AnswerError(...)` fired
                 return FAILED, _site_message(got[i], asserts)
             if error is not None and got[i].get("kind") != ref.get("kind"):
-                status, reason = _error_reason(error)
-                return status, reason + (_where(refs, i) if status == FAILED else "")
+                return _stopped_by(error, refs, i)
             return FAILED, why
     if len(got) > len(refs):
         return FAILED, "the test sent more observations than its checks make"
     if error is not None:
-        status, reason = _error_reason(error)
-        return status, reason
+        return _error_reason(error)
     return PASSED, ""
+
+
+def _stopped_by(error: dict, refs: list[dict], i: int) -> tuple[str, str]:
+    """(status, reason) for an error that stopped the test before the reference's i-th check."""
+    status, reason = _error_reason(error)
+    return status, reason + (_where(refs, i) if status == FAILED else "")
 
 
 def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
