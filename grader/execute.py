@@ -14,11 +14,13 @@ import os
 import secrets
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
@@ -70,6 +72,25 @@ class Execution:
     tampered: dict[int, str] = field(default_factory=dict)  # test cell index -> what was replaced
     error: str | None = None  # the kernel could not run at all
     restarts: int = 0
+
+
+#: seconds past a submission's wall-clock budget after which its kernels are killed, whatever
+#: the client is waiting for
+WATCHDOG_MARGIN = 30
+
+
+class HeartbeatlessClient(AsyncKernelClient):
+    """A kernel client without the heartbeat channel.
+
+    nbclient asks the kernel manager (the process) whether the kernel lives, never the
+    heartbeat; and the heartbeat's thread is the one part of the client that can block for
+    ever: a kernel that writes into its own heartbeat socket leaves the thread in a ``recv``
+    that ``stop_channels`` then joins without a timeout.
+    """
+
+    def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True, hb: bool = True,
+                       control: bool = True) -> None:
+        super().start_channels(shell=shell, iopub=iopub, stdin=stdin, hb=False, control=control)
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -211,6 +232,7 @@ class _Runner:
 
     def _new_km(self) -> SandboxedKernelManager:
         km = SandboxedKernelManager(kernel_name="python3")
+        km.client_factory = HeartbeatlessClient
         km.sandbox = Sandbox(
             workdir=Path(self.home),
             runtime_dir=Path(self.runtime),
@@ -247,11 +269,32 @@ class _Runner:
         return cell
 
     def run(self) -> Execution:
+        watchdog = threading.Timer(self.options.budget_seconds() + self.options.cell_timeout + WATCHDOG_MARGIN,
+                                   self._kill_kernels)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             return self._run()
         finally:
+            watchdog.cancel()
             if self.budget is not None:
                 self.budget.close()  # whatever a kernel left behind dies with the submission
+
+    def _kill_kernels(self) -> None:
+        """The watchdog: the submission is far past its budget, so whatever the client waits
+        for will not come; its kernels die (the client then sees a dead kernel and stops)."""
+        log.warning("a submission ran %.0f s past its wall-clock budget: its kernels are killed",
+                    self.options.cell_timeout + WATCHDOG_MARGIN)
+        if self.budget is not None:
+            self.budget.kill_all()
+            return
+        km = getattr(self.client, "km", None)
+        process = getattr(getattr(km, "provisioner", None), "process", None)
+        if process is not None:
+            try:
+                process.kill()
+            except OSError:
+                pass
 
     def _run(self) -> Execution:
         from nbclient.exceptions import DeadKernelError

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -262,16 +263,18 @@ class Budget:
                             return int(line.split()[1])
         return 0
 
-    def close(self) -> None:
-        self.kill_all()
+    def close(self, wait: float = 5.0) -> None:
+        self.kill_all(wait)
         for d in self.dirs:
-            for _ in range(50):
+            for attempt in range(100):
                 try:
                     os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break
-                except OSError:  # a process still exiting
+                except OSError as exc:  # a process still exiting
+                    if attempt == 99:
+                        log.warning("cgroup %s not removed (%s); the next grader sweeps it", d, exc)
                     time.sleep(0.02)
         self.dirs = []
 
@@ -317,9 +320,61 @@ def _v2_root() -> str:
     raise OSError("no cgroup2 hierarchy")
 
 
+def _budget_roots(mode: str) -> list[str]:
+    return list(_v1_roots().values()) if mode == "v1" else [_v2_root()]
+
+
+def sweep_stale(mode: str) -> int:
+    """Remove the budgets a dead grader left behind (killed before :meth:`Budget.close`).
+
+    Anything still running in one is killed first: no process of a submission outlives its
+    grader. Returns how many were removed.
+    """
+    removed = 0
+    for root in _budget_roots(mode):
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            match = re.fullmatch(r"course-(?:probe-)?(\d+)(?:-[0-9a-f]{8})?", name)
+            if not match or _alive(int(match.group(1))):
+                continue
+            stale = Budget.__new__(Budget)
+            stale.mode, stale.dirs = mode, [os.path.join(root, name)]
+            stale.close(wait=1.0)
+            removed += not os.path.exists(os.path.join(root, name))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 @lru_cache(maxsize=1)
 def cgroup_mode() -> str | None:
-    """"v1", "v2" or None: whether a cgroup with memory and pids caps can be made here."""
+    """"v1", "v2" or None: whether a cgroup with memory and pids caps can be made here.
+
+    The first call also sweeps away budgets left by graders that were killed.
+    """
+    mode = _cgroup_mode()
+    if mode:
+        try:
+            swept = sweep_stale(mode)
+            if swept:
+                log.info("removed %d cgroup(s) left by graders that were killed", swept)
+        except OSError as exc:
+            log.warning("could not sweep stale cgroups: %s", exc)
+    return mode
+
+
+def _cgroup_mode() -> str | None:
     try:  # v1, as these machines mount it: memory and pids hierarchies, writable
         roots = _v1_roots()
         if all(os.access(r, os.W_OK) for r in roots.values()):

@@ -190,14 +190,21 @@ libc.shmget(0xC0FFEE, 2**20, 0o1666)
 """ for k in (1, 2, 3, 4)},
     # -- resources -----------------------------------------------------------------------------------
     "memory_split": """
-import subprocess, sys
+import os, subprocess, sys, time
 code = 'b = bytearray(700 * 2**20); b[::4096] = bytes(len(b[::4096])); print("held", flush=True); import time; time.sleep(8)'
 procs = [subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE) for _ in range(4)]
-said = [p.stdout.readline() == b'held\\n' for p in procs]
-held = sum(ok and p.poll() is None for ok, p in zip(said, procs))  # holding at once (the OOM killer takes some)
+for p in procs:
+    p.stdout.readline()
+time.sleep(1)  # an OOM-killed process may still look alive for a moment: count what is resident after it
+def resident(pid):
+    try:
+        return int(open(f'/proc/{{pid}}/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+    except (OSError, ValueError, IndexError):
+        return 0
+held = sum(resident(p.pid) for p in procs if p.poll() is None)
 for p in procs:
     p.kill()
-ESCAPED = held * 700 > 2048  # more than the memory cap, split over processes
+ESCAPED = held > 2048 * 2**20  # more than the memory cap, split over processes
 """,
     "tmpfs_fill": """
 import os
@@ -257,14 +264,6 @@ except OSError:
 }
 
 HONEST = ("a_honest", "m_honest", "z_honest")
-#: attacks that can hang an engine's worker, left out until fixed (issue 16): in a kernel, garbage
-#: written to the kernel's own ZeroMQ sockets sometimes leaves nbclient waiting with no timeout
-#: (seen once in three runs, 20+ min); the fix is a per-submission watchdog in grader.execute
-KNOWN_HANGS = {"kernel": ("dribble",)}
-#: attacks that get through today, kept visible as strict expected failures until they are fixed:
-#: in the fork engine, the processes a child starts are not yet held to its cgroup's memory budget
-#: (four processes held 4 x 700 MB under a 2 GiB cap in the last run)
-KNOWN_LEAKS = {"fork": ("memory_split",)}
 
 
 class Listener:
@@ -340,8 +339,6 @@ def batch(request, tmp_path_factory):
         (subs / name / CH).mkdir(parents=True)
         (subs / name / CH / "mini.ipynb").write_text(dumps(make(S)))
     for name, code in ATTACKS.items():
-        if name in KNOWN_HANGS.get(engine, ()):
-            continue
         (subs / name / CH).mkdir(parents=True)
         (subs / name / CH / "mini.ipynb").write_text(dumps(make(code.format(**values) + TAIL)))
     os.environ["COURSE_TEST_DB_PASSWORD"] = SECRET  # a secret in the coordinator's environment
@@ -371,12 +368,8 @@ def test_every_honest_student_scores_full_marks(batch, name):
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_the_attack_is_contained(batch, name):
     """Full marks: the attack found nothing to exploit (it answers wrong when it got through)."""
-    if name in KNOWN_HANGS.get(batch["engine"], ()):
-        pytest.xfail(f"{name} can hang the {batch['engine']} engine (KNOWN_HANGS)")
     r = batch["reports"][name]
     t1 = next(t for t in r.tests if t["grade_id"] == "test_ex1_double")
-    if name in KNOWN_LEAKS.get(batch["engine"], ()) and t1["status"] != "passed":
-        pytest.xfail(f"{name} gets through on the {batch['engine']} engine (KNOWN_LEAKS)")
     if name in ("dribble",):  # it stalls (or, in a kernel, garbles) its own channel: only its own cell is lost
         assert t1["status"] != "passed", _tests(r)
         return

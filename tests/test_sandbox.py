@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -10,7 +14,14 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from grader.execute import ExecOptions, execute
-from grader.sandbox import Sandbox, bubblewrap_works, isolation_summary
+from grader.sandbox import (
+    Budget,
+    Sandbox,
+    bubblewrap_works,
+    cgroup_mode,
+    isolation_summary,
+    sweep_stale,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +126,25 @@ def test_the_isolation_line_says_what_holds():
     else:
         assert line.startswith("NO sandbox")
     assert ("cgroup v" in line) or ("NO cgroup" in line)
+
+
+@pytest.mark.skipif(not cgroup_mode(), reason="no writable cgroup hierarchy here")
+def test_budgets_left_by_a_killed_grader_are_swept_and_live_ones_kept():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale, live = Budget(64), Budget(64)
+    for budget, pid in ((stale, dead.pid), (live, os.getpid())):  # rename: as if made by that pid
+        renamed = []
+        for d in budget.dirs:
+            new = os.path.join(os.path.dirname(d), f"course-{pid}-{secrets.token_hex(4)}")
+            os.rename(d, new)
+            renamed.append(new)
+        budget.dirs = renamed
+    kept = list(live.dirs)
+    try:
+        assert sweep_stale(cgroup_mode()) >= len(stale.dirs)
+        assert not any(os.path.exists(d) for d in stale.dirs)
+        assert all(os.path.exists(d) for d in kept)
+    finally:
+        stale.close()
+        live.close()
