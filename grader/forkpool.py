@@ -54,6 +54,10 @@ class _Launcher:
         return future.result()
 
 
+#: memory cap of a fork server's own processes (with a cgroup)
+SERVER_MEMORY_MB = 2048
+
+
 class Server:
     """A running fork server, its private folders and the control channel only we hold."""
 
@@ -62,8 +66,9 @@ class Server:
         self.root = tempfile.mkdtemp(prefix="course-fork-")
         self.scratch = os.path.join(self.root, "scratch")
         os.makedirs(self.scratch)
-        # the server's processes (not its children: each joins its submission's budget)
-        self.budget = Budget(None, pids=64) if options.isolate and cgroup_mode() else None
+        # the server's processes (not its children: each joins its submission's budget); the
+        # server holds the preloaded modules (~0.3 GB) and never learner data
+        self.budget = Budget(SERVER_MEMORY_MB, pids=64) if options.isolate and cgroup_mode() else None
         sandbox = Sandbox(workdir=Path(self.scratch), runtime_dir=None, hide=[Path(p) for p in options.hide],
                           memory_mb=None, isolate=options.isolate, budget=self.budget)
         private = options.isolate and bubblewrap_works()

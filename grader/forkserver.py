@@ -26,7 +26,8 @@ import sys
 import tempfile
 import time
 
-from grader.integrity import PRELOAD  # what a kernel imports before learner code too
+# what a kernel imports and runs before learner code too
+from grader.integrity import PRELOAD, WARM_UP
 
 #: Folders a sandboxed server owns privately and empties after every child.
 PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
@@ -115,6 +116,7 @@ def _preload() -> object:
             importlib.import_module(name)
         except Exception as exc:  # a missing optional module costs speed, not correctness
             print(f"forkserver: preloading {name} failed: {exc}", file=sys.stderr)
+    exec(compile(WARM_UP, "<warm-up>", "exec"), {})  # as every kernel runs it
     try:
         import matplotlib.pyplot as plt
 

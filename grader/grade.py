@@ -187,7 +187,7 @@ def main(
                 sub.note = "; ".join(filter(None, [sub.note, ignored]))
             findings = learner_findings(prepared, releases[chapter])
             findings_of[(sub.student, chapter)] = findings
-            yield sub, nbformat.writes(prepared), fp, options, [asdict(f) for f in findings]
+            yield sub, dispatch.to_wire(prepared), fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if on_start:

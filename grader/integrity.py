@@ -81,11 +81,32 @@ def _line_of(text: str, pos: int) -> str:
 
 #: Modules imported before any learner code, by a fork server and by every kernel alike, so
 #: that an import hook a learner installs meets the same modules under both engines.
+#: ``torch.fx.experimental.symbolic_shapes`` (and sympy with it) is what the first
+#: ``torch.broadcast_shapes`` imports: 0.5 s, paid once by a server instead of by every child.
 PRELOAD = (
     "numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "IPython.core.interactiveshell",
     "course_utils", "course_utils.checks", "course_utils.observe", "course_utils.plots",
-    "hypothesis", "hypothesis.strategies",
+    "hypothesis", "hypothesis.strategies", "torch.fx.experimental.symbolic_shapes",
 )
+
+#: Run after the imports, by a fork server and by every kernel alike: hypothesis's first test in
+#: a process pays ~0.3 s once (a full garbage collection to register random states, a scan of
+#: local modules for constants); a server pays it once for all its children. Nothing it leaves
+#: behind depends on the learner: the seeds are reset right after it.
+WARM_UP = """
+def _course_warm_up():
+    from hypothesis import given, settings, strategies as st
+    @settings(max_examples=3, derandomize=True, database=None, deadline=None)
+    @given(st.integers(0, 3), st.lists(st.integers(1, 5), min_size=1, max_size=2))
+    def warm(a, b):
+        pass
+    warm()
+try:
+    _course_warm_up()
+except Exception:
+    pass
+del _course_warm_up
+"""
 
 #: What the guard watches: (module expression, attribute names). Evaluated in the kernel.
 WATCHED = {
@@ -156,6 +177,7 @@ for _m in {PRELOAD!r}:
     except Exception:
         pass
 del _il, _m
+{WARM_UP}
 import random as _r, numpy as _np, torch as _t
 _r.seed(0); _np.random.seed(0); _t.manual_seed(0)
 del _r, _np, _t

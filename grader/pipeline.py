@@ -8,7 +8,6 @@ from typing import Any
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbgrader.preprocessors import (
-    CheckCellMetadata,
     ClearHiddenTests,
     ClearMarkScheme,
     ClearOutput,
@@ -22,6 +21,7 @@ from nbgrader.preprocessors import (
 
 from grader.preprocessors import (
     AddColabBadge,
+    CheckCellMetadata,
     DeduplicateCells,
     ForgetUnknownCells,
     MarkExerciseCells,

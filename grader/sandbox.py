@@ -140,10 +140,13 @@ def needed_paths() -> list[str]:
     """Host folders execution needs, bound read-only at their real paths: the interpreter's
     prefix, the virtualenv, and the ``course_utils`` and ``grader`` package folders (the
     editable install finds them there) -- not the repository that holds them."""
-    import course_utils
+    import importlib.util
 
+    course_utils = importlib.util.find_spec("course_utils")  # found, not imported (it imports torch)
+    if course_utils is None or not course_utils.origin:
+        raise ImportError("course_utils is not installed: run `make venv`")
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                  os.path.dirname(course_utils.__file__), os.path.dirname(os.path.abspath(__file__)),
+                  os.path.dirname(course_utils.origin), os.path.dirname(os.path.abspath(__file__)),
                   os.path.dirname(os.path.realpath(sys.executable))}
     for entry in sys.path:  # site-packages reached through a link, a .pth folder
         if entry and os.path.isdir(entry) and "site-packages" in entry:
@@ -407,8 +410,10 @@ def bubblewrap_works() -> bool:
         return False
     work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
     try:
-        done = subprocess.run([*bwrap_args(Path(work)), sys.executable, "-c", "import course_utils, grader"],
-                              capture_output=True, timeout=30)
+        # finds (not imports: torch would take 1-3 s) what a sandboxed kernel needs
+        probe = ("import importlib.util as u, sys; "
+                 "sys.exit(not all(u.find_spec(m) for m in ('course_utils', 'grader', 'torch', 'ipykernel')))")
+        done = subprocess.run([*bwrap_args(Path(work)), sys.executable, "-c", probe], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     finally:
