@@ -79,7 +79,7 @@ def resolve_db_url(db_url: str | None, db_url_file: Path | None) -> str | None:
 
     The variable is removed from this process's environment once read, so that nothing
     started later (workers, servers, kernels) inherits it; kernels get a stripped environment
-    in any case (:func:`grader.execute.kernel_env`).
+    in any case (:func:`grader.engines.execution.kernel_env`).
     """
     from_env = os.environ.pop(DB_URL_ENV, None)
     if db_url_file is not None:
@@ -162,7 +162,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
 
     from grader import export, report
     from grader import grade as mod
-    from grader.sandbox import isolation_summary
+    from grader.engines.sandbox import isolation_summary
 
     if no_sandbox and not unsafe_no_sandbox:
         raise click.UsageError("--no-sandbox runs every submission as this user, able to read the solutions and the "

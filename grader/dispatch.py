@@ -14,20 +14,21 @@ from typing import Any
 
 import nbformat
 
-from grader.execute import ExecOptions, Execution, execute
+from grader.engines.execution import ExecOptions, Execution
+from grader.engines.kernel import execute
 
 #: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
-#: ``fork`` (children of a warm interpreter, see grader.forkengine). Both give the same grades.
+#: ``fork`` (children of a warm interpreter, see grader.engines.fork). Both give the same grades.
 ENGINES = ("fork", "kernel")
 DEFAULT_ENGINE = "fork"
 
 
 def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: str) -> Execution:
-    """Run ``nb`` with the given engine (see :func:`grader.execute.execute`)."""
+    """Run ``nb`` with the given engine (see :func:`grader.engines.kernel.execute`)."""
     if engine == "fork":
-        from grader import forkengine
+        from grader.engines import fork
 
-        return forkengine.execute(nb, options)
+        return fork.execute(nb, options)
     if engine == "kernel":
         return execute(nb, options)
     raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -43,7 +44,7 @@ def run_one(payload: tuple) -> tuple[str, dict[str, Any]]:
     """Worker: execute one prepared notebook (no gradebook, no solutions, no scoring here).
 
     ``payload`` is ``(notebook JSON, ExecOptions fields, findings[, engine])``; the engine
-    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.forkengine`). Returns the
+    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.engines.fork`). Returns the
     executed notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
     """
     nb_json, options, _findings, *rest = payload

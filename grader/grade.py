@@ -24,7 +24,7 @@ from nbformat import NotebookNode
 from grader import dispatch, instrument, project, record, reference
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
-from grader.execute import ExecOptions
+from grader.engines.execution import ExecOptions
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
@@ -113,7 +113,7 @@ def main(
         raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     waiting = sum(sub.path is not None for sub in found)
     if engine == "fork" and scheduler is None and waiting:
-        from grader import forkpool
+        from grader.engines import forkpool
 
         forkpool.prestart(base, min(waiting, max(1, jobs or os.cpu_count() or 1)))  # imports torch while we prepare
 

@@ -16,7 +16,7 @@ import nbformat
 
 from grader import cells
 from grader import gradebook as gbmod
-from grader.execute import Execution
+from grader.engines.execution import Execution
 from grader.intake import Submission
 from grader.verdict import PASSED, TestResult, score
 

@@ -21,11 +21,12 @@ import nbformat
 from nbformat import NotebookNode
 
 from grader import cells, dispatch, instrument
-from grader.execute import ExecOptions, Execution
+from grader.engines.execution import ExecOptions, Execution
+from grader.observations import first_error, observations
 
 log = logging.getLogger(__name__)
 
-_CODE = [Path(__file__).parent / n for n in ("instrument.py", "verdict.py", "reference.py")] + [
+_CODE = [Path(__file__).parent / n for n in ("instrument.py", "observations.py", "verdict.py", "reference.py")] + [
     Path(__file__).parent.parent / "course_utils" / n for n in ("observe.py", "checks.py", "env.py")
 ]
 
@@ -85,8 +86,6 @@ def _is_parameters(cell: NotebookNode) -> bool:
 
 def extract(execution: Execution, tests: dict[str, instrument.TestSource]) -> tuple[dict[str, list[dict]], list[str]]:
     """Per test, the observations of the solution's run; and the tests the solution failed."""
-    from grader.verdict import observations
-
     found: dict[str, list[dict]] = {}
     broken = []
     for index, cell in enumerate(execution.nb.cells):
@@ -94,11 +93,11 @@ def extract(execution: Execution, tests: dict[str, instrument.TestSource]) -> tu
         if not cells.is_test(cell) or gid not in tests:
             continue
         obs = observations(cell)
-        errored = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        error = first_error(cell)
         complete = bool(obs) and obs[0].get("kind") == "begin" and obs[-1].get("kind") == "end"
         failed_assert = any(o.get("kind") == "assert" and o.get("actual") != {"t": "bool", "v": True} for o in obs)
-        if errored or not complete or failed_assert or index in execution.timed_out or index in execution.died:
-            error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), {})
+        if error or not complete or failed_assert or index in execution.timed_out or index in execution.died:
+            error = error or {}
             broken.append(f"{gid}: {error.get('ename', 'incomplete')}: {str(error.get('evalue', ''))[:300]}")
             continue
         found[gid] = obs

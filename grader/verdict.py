@@ -12,9 +12,6 @@ from the two values, never from text the learner's process sent.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -24,17 +21,25 @@ import torch
 from nbformat import NotebookNode
 
 from course_utils import checks
-from course_utils.observe import MIME, SCHEMA
+from course_utils.observe import SCHEMA
 from grader import cells
-from grader.execute import TIMEOUT_ENAME, Execution
+from grader.engines.execution import TIMEOUT_ENAME, Execution
 from grader.instrument import Message, TestSource
 from grader.integrity import Finding
+from grader.observations import (
+    IDENT,
+    MAX_CELL_BYTES,
+    MAX_OBSERVATIONS,
+    Elsewhere,
+    Malformed,
+    Opaque,
+    Raised,
+    decode,
+    first_error,
+    observations,
+)
 
 MAX_REASON = 400
-#: Caps on what one test cell of a learner may send (larger: the test fails).
-MAX_OBSERVATIONS = 5_000
-MAX_CELL_BYTES = 64 * 1024 * 1024
-MAX_DIGITS = 4_000
 
 PASSED = "passed"
 FAILED = "failed"
@@ -53,7 +58,6 @@ FRIENDLY = {
     "MemoryError": "the code used more memory than allowed",
 }
 UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError()"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,80}$")
 _NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]{0,40})' is not defined")
 
 
@@ -70,200 +74,6 @@ class TestResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-class Malformed(ValueError):
-    """An observation that does not follow the schema."""
-
-
-# -- reading observations -------------------------------------------------------------------
-
-def observations(cell: NotebookNode) -> list[Any]:
-    """The observation records among a cell's outputs, in order (anything sent under our type)."""
-    found = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "display_data" and MIME in out.get("data", {}):
-            found.append(out["data"][MIME])
-    return found
-
-
-def _first_error(cell: NotebookNode) -> dict | None:
-    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
-
-
-class Opaque:
-    """A value the schema has no kind for: equal only to the same kind and text."""
-
-    def __init__(self, kind: str, text: str):
-        self.kind, self.text = kind, text
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Opaque and (self.kind, self.text) == (other.kind, other.text)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.text))
-
-    def __repr__(self) -> str:
-        return f"<{self.kind}>"
-
-
-@dataclass(frozen=True)
-class Raised:
-    """An exception the learner's code raised inside ``raises(...)`` (or None raised)."""
-
-    type: str | None
-    mro: tuple[str, ...] = ()
-    message: str = ""
-
-
-def _bytes(obs: dict) -> bytes:
-    data = obs.get("data")
-    if not isinstance(data, str):
-        raise Malformed("tensor data is not text")
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise Malformed("tensor data is not base64") from None
-
-
-def _shape(obs: dict) -> tuple[int, ...]:
-    shape = obs.get("shape")
-    if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and 0 <= d < 2**40 for d in shape):
-        raise Malformed("bad shape")
-    return tuple(shape)
-
-
-def _float(v: Any) -> float:
-    if type(v) in (int, float) and type(v) is not bool:
-        return float(v)
-    if v in ("nan", "inf", "-inf"):
-        return float(v)
-    raise Malformed("bad float")
-
-
-def decode(obs: Any, depth: int = 0) -> Any:
-    """A schema value (see :mod:`course_utils.observe`) as a Python value, strictly checked."""
-    if not isinstance(obs, dict) or depth > 10:
-        raise Malformed("not a schema value")
-    t = obs.get("t")
-    if t == "none":
-        return None
-    if t == "bool":
-        if type(obs.get("v")) is not bool:
-            raise Malformed("bad bool")
-        return obs["v"]
-    if t == "int":
-        v = obs.get("v")
-        if not isinstance(v, str) or not re.fullmatch(rf"-?\d{{1,{MAX_DIGITS}}}", v):
-            raise Malformed("bad int")
-        return int(v)
-    if t == "float":
-        return _float(obs.get("v"))
-    if t == "complex":
-        return complex(_float(obs.get("re")), _float(obs.get("im")))
-    if t == "str":
-        if not isinstance(obs.get("v"), str):
-            raise Malformed("bad str")
-        return obs["v"]
-    if t in ("list", "tuple"):
-        items = obs.get("items")
-        if not isinstance(items, list):
-            raise Malformed("bad items")
-        values = [decode(v, depth + 1) for v in items]
-        return values if t == "list" else tuple(values)
-    if t == "dict":
-        items = obs.get("items")
-        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
-            raise Malformed("bad dict")
-        try:
-            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
-        except TypeError:
-            raise Malformed("unhashable dict key") from None
-    if t == "dtype":
-        dtype = getattr(torch, str(obs.get("v")), None) if _IDENT.match(str(obs.get("v"))) else None
-        if not isinstance(dtype, torch.dtype):
-            raise Malformed("bad dtype")
-        return dtype
-    if t == "size":
-        items = obs.get("items")
-        if not isinstance(items, list) or not all(isinstance(d, str) and d.isdigit() for d in items):
-            raise Malformed("bad size")
-        return torch.Size(int(d) for d in items)
-    if t == "device":
-        return _device(obs.get("v"))
-    if t == "tensor":
-        return _tensor(obs)
-    if t == "ndarray":
-        return _ndarray(obs)
-    if t == "npscalar":
-        return _ndarray({**obs, "shape": []})[()]
-    if t == "exception":
-        mro = obs.get("mro")
-        if not isinstance(mro, list) or not all(isinstance(m, str) for m in mro) or not isinstance(obs.get("message"), str):
-            raise Malformed("bad exception")
-        return Raised(str(obs.get("type")), tuple(mro), obs["message"])
-    if t == "no exception":
-        return Raised(None)
-    if t == "object":
-        return Opaque(str(obs.get("type"))[:100], str(obs.get("repr"))[:200])
-    if t == "too large":
-        return Opaque("too large", str(obs.get("why"))[:100])
-    raise Malformed(f"unknown kind {str(t)[:20]!r}")
-
-
-def _device(name: Any) -> torch.device:
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z]{2,12}(:\d{1,3})?", name):
-        raise Malformed("bad device")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise Malformed("bad device") from None
-
-
-def _tensor(obs: dict) -> torch.Tensor:
-    dtype = decode({"t": "dtype", "v": obs.get("dtype")})
-    shape = _shape(obs)
-    device = _device(obs.get("device"))
-    if device.type == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
-    raw = _bytes(obs)
-    numel = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(raw) != numel * itemsize:
-        raise Malformed("tensor data does not match its shape and dtype")
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-    if dtype.is_complex:
-        real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}[dtype]
-        t = torch.view_as_complex(flat.view(real).reshape(-1, 2)).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
-    else:
-        t = flat.view(dtype).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
-    if device.type != "cpu":
-        try:
-            t = t.to(device)
-        except (RuntimeError, AssertionError):  # this machine lacks the device: say where it was
-            t = _Elsewhere(t, device)
-    return t
-
-
-class _Elsewhere:
-    """A tensor observed on a device this machine does not have."""
-
-    def __init__(self, t: torch.Tensor, device: torch.device):
-        self.tensor, self.device = t, device
-
-
-def _ndarray(obs: dict) -> np.ndarray:
-    try:
-        dtype = np.dtype(str(obs.get("dtype")))
-    except TypeError:
-        raise Malformed("bad array dtype") from None
-    if dtype.hasobject or dtype.fields is not None:
-        raise Malformed("bad array dtype")
-    shape = _shape(obs)
-    raw = _bytes(obs)
-    if len(raw) != math.prod(shape) * dtype.itemsize:
-        raise Malformed("array data does not match its shape and dtype")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
 # -- comparing ------------------------------------------------------------------------------
@@ -300,7 +110,7 @@ def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
         return f"{name} should be {wanted}, but it is {what}."
     if kind == "tensor":
         expected = _expected(ref)
-        if isinstance(expected, _Elsewhere) or isinstance(actual, _Elsewhere):
+        if isinstance(expected, Elsewhere) or isinstance(actual, Elsewhere):
             return _elsewhere(actual, expected, name)
         return _answer_error(
             checks.check_tensor, actual, expected, name=name, rtol=_param(ref, "rtol", 1e-5),
@@ -345,12 +155,12 @@ def _arrays(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol: floa
 
 
 def _elsewhere(actual: Any, expected: Any, name: str) -> str | None:
-    a = actual.device if isinstance(actual, _Elsewhere) else getattr(actual, "device", None)
-    e = expected.device if isinstance(expected, _Elsewhere) else expected.device
+    a = actual.device if isinstance(actual, Elsewhere) else getattr(actual, "device", None)
+    e = expected.device if isinstance(expected, Elsewhere) else expected.device
     if a != e:
         return f"{name} is on device '{a}' but expected '{e}'."
-    at = actual.tensor if isinstance(actual, _Elsewhere) else actual
-    et = expected.tensor if isinstance(expected, _Elsewhere) else expected
+    at = actual.tensor if isinstance(actual, Elsewhere) else actual
+    et = expected.tensor if isinstance(expected, Elsewhere) else expected
     return _answer_error(checks.check_tensor, at, et, name=name, check_device=False)
 
 
@@ -361,7 +171,7 @@ def _raised(actual: Any, types: list[str], match: str | None) -> str | None:
     if actual.type is None:
         return f"expected {wanted} to be raised, but the code ran without error."
     if not set(types) & set(actual.mro):
-        got = actual.type.rsplit(".", 1)[-1] if _IDENT.match(actual.type) else "another error"
+        got = actual.type.rsplit(".", 1)[-1] if IDENT.match(actual.type) else "another error"
         return f"expected {wanted} to be raised, but the code raised {got}."
     if match is not None and not re.search(match, actual.message):
         return f"{wanted} was raised as expected, but its message does not match {match!r}."
@@ -374,8 +184,8 @@ def _error_reason(error: dict) -> tuple[str, str]:
     """Status and reason for an error the learner's code left in a test cell."""
     ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
     if ename == "MemoryError" or "can't allocate memory" in evalue or "out of memory" in evalue.lower():
-        return MEMORY, f"the code used more memory than allowed ({ename if _IDENT.match(ename) else 'an error'})"
-    if not _IDENT.match(ename):
+        return MEMORY, f"the code used more memory than allowed ({ename if IDENT.match(ename) else 'an error'})"
+    if not IDENT.match(ename):
         return FAILED, "the code raised an error"
     if ename in FRIENDLY:
         return FAILED, f"{ename}: {FRIENDLY[ename]}"
@@ -439,7 +249,7 @@ def _where(refs: list[dict], i: int) -> str:
 def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> tuple[str, str]:
     """(status, reason) of one executed test cell against its reference observations."""
     got = observations(cell)
-    error = _first_error(cell)
+    error = first_error(cell)
     size = sum(len(str(g)) for g in got)
     if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
         return FAILED, "the test sent more observations than the grader accepts"
@@ -522,7 +332,7 @@ def score(
             status, reason = KERNEL_DIED, "the kernel died while running this test (a crash, os._exit or a memory bomb)"
         elif execution.not_run_from is not None and index >= execution.not_run_from:
             status, reason = NOT_RUN, "not run: the kernel died too many times before this test"
-        elif not cell.get("execution_count") and _first_error(cell) is None:
+        elif not cell.get("execution_count") and first_error(cell) is None:
             status, reason = NOT_RUN, "not run"
         elif not reference.get(gid):
             status, reason = NO_REFERENCE, "the chapter's solution does not pass this test: an instructor must fix it"

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from grader import grade, samples
+from grader.engines.budget import cgroup_mode
+from grader.engines.sandbox import bubblewrap_problem, bubblewrap_works
 from grader.release import dumps
-from grader.sandbox import bubblewrap_problem, bubblewrap_works, cgroup_mode
 
 pytestmark = pytest.mark.slow
 

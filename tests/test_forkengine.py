@@ -9,10 +9,11 @@ import secrets
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader import execute as kernel_engine
-from grader import forkengine, forkpool
-from grader.execute import ExecOptions
-from grader.sandbox import bubblewrap_works
+from grader.engines import fork as forkengine
+from grader.engines import forkpool
+from grader.engines import kernel as kernel_engine
+from grader.engines.execution import ExecOptions
+from grader.engines.sandbox import bubblewrap_works
 
 pytestmark = pytest.mark.slow
 
@@ -109,8 +110,8 @@ def _server_pid(server) -> int:
             argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"grader.forkserver" in argv and server.scratch.encode() in argv and b"bwrap" not in argv[0] \
-                and b"grader.confine" not in argv:
+        if b"grader.engines.forkserver" in argv and server.scratch.encode() in argv and b"bwrap" not in argv[0] \
+                and b"grader.engines.confine" not in argv:
             return int(entry)
     raise AssertionError("no fork server process found")
 

@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader.execute import ExecOptions, execute
-from grader.sandbox import (
-    Budget,
-    Sandbox,
-    bubblewrap_works,
-    cgroup_mode,
-    isolation_summary,
-    sweep_stale,
-)
+from grader.engines.budget import Budget, cgroup_mode, sweep_stale
+from grader.engines.execution import ExecOptions
+from grader.engines.kernel import execute
+from grader.engines.sandbox import Sandbox, bubblewrap_works, isolation_summary
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +41,7 @@ def test_the_memory_cap_applies_without_a_sandbox_too():
 def test_the_wrapped_command_names_the_limits_and_builds_its_root_from_what_it_needs(tmp_path):
     box = Sandbox(workdir=tmp_path / "w", runtime_dir=tmp_path / "r", hide=[tmp_path], memory_mb=100)
     cmd = box.wrap(["python", "-m", "ipykernel_launcher"])
-    assert "grader.confine" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
+    assert "grader.engines.confine" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
     assert cmd[cmd.index("--memory-mb") + 1] == "100"
     if bubblewrap_works():
         bw = cmd[cmd.index("bwrap"):]

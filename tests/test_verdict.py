@@ -12,7 +12,7 @@ import torch
 from nbformat.v4 import new_code_cell, new_output
 
 from course_utils import checks, observe
-from grader import instrument, verdict
+from grader import instrument, observations, verdict
 
 VALUES = [
     None, True, 0, -(10**30), 1.5, float("inf"), "text", (1, [2, 3]), {"a": 1, 2: (3,)},
@@ -25,7 +25,7 @@ VALUES = [
 
 @pytest.mark.parametrize("value", VALUES, ids=[type(v).__name__ + str(i) for i, v in enumerate(VALUES)])
 def test_a_value_survives_encoding_and_decoding(value):
-    back = verdict.decode(observe.encode(value))
+    back = observations.decode(observe.encode(value))
     if isinstance(value, torch.Tensor):
         assert type(back) is torch.Tensor and back.dtype == value.dtype and back.shape == value.shape
         assert torch.equal(back, value)
@@ -36,8 +36,8 @@ def test_a_value_survives_encoding_and_decoding(value):
 
 
 def test_nan_and_meta_tensors_keep_their_kind():
-    assert math.isnan(verdict.decode(observe.encode(float("nan"))))
-    meta = verdict.decode(observe.encode(torch.empty(2, 3, device="meta")))
+    assert math.isnan(observations.decode(observe.encode(float("nan"))))
+    meta = observations.decode(observe.encode(torch.empty(2, 3, device="meta")))
     assert meta.device.type == "meta" and meta.shape == (2, 3)
 
 
@@ -55,8 +55,8 @@ def test_nan_and_meta_tensors_keep_their_kind():
     ],
 )
 def test_malformed_observations_are_refused(bad):
-    with pytest.raises(verdict.Malformed):
-        verdict.decode(bad)
+    with pytest.raises(observations.Malformed):
+        observations.decode(bad)
 
 
 def test_subclasses_and_objects_are_never_tensors():

@@ -1,10 +1,10 @@
-"""``python -m grader.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...``: run CMD confined.
+"""``python -m grader.engines.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...``: run CMD confined.
 
 Run outside the sandbox, in front of bubblewrap: joins the submission's cgroup(s) (writes its
 own pid to each ``cgroup.procs`` given), so that everything CMD starts is counted and capped
 together, sets the per-process limits (address space, no core dumps) and ``exec``-s CMD.
 
-``python -m grader.confine --kernel ARGS...`` is the other end, inside the sandbox: it makes the
+``python -m grader.engines.confine --kernel ARGS...`` is the other end, inside the sandbox: it makes the
 kernel process not dumpable (no other process of the sandbox can read its memory through
 ``/proc`` or ptrace it) and runs ``ipykernel_launcher ARGS``.
 """
@@ -52,10 +52,10 @@ def main(argv: list[str]) -> None:
         elif opt == "--cgroup":
             cgroups.append(argv.pop(0))
         else:
-            raise SystemExit(f"grader.confine: unknown option {opt}")
+            raise SystemExit(f"grader.engines.confine: unknown option {opt}")
     cmd = argv[1:]
     if not cmd:
-        raise SystemExit("usage: python -m grader.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...")
+        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...")
     for procs in cgroups:  # before anything runs: every later process is counted
         with open(procs, "w") as f:
             f.write(str(os.getpid()))

@@ -1,6 +1,6 @@
 """Warm fork servers: started once per worker, each lent to one submission at a time.
 
-A server (:mod:`grader.forkserver`) is started with a grading kernel's environment and inside
+A server (:mod:`grader.engines.forkserver`) is started with a grading kernel's environment and inside
 the same sandbox, and kept for the next submission. Servers are started from one long-lived
 thread (a server dies with the thread that started it), stopped when the process exits, and
 replaced when one dies (a submission can kill its server; the OOM killer can too).
@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.execute import ExecOptions, kernel_env
-from grader.sandbox import Budget, Sandbox, bubblewrap_works, cgroup_mode
+from grader.engines.budget import Budget, cgroup_mode
+from grader.engines.execution import ExecOptions, kernel_env
+from grader.engines.sandbox import Sandbox, bubblewrap_works
 
 
 class StartError(RuntimeError):
@@ -73,7 +74,7 @@ class Server:
                           memory_mb=None, isolate=options.isolate, budget=self.budget)
         private = options.isolate and bubblewrap_works()
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        cmd = sandbox.wrap([sys.executable, "-m", "grader.forkserver", "--fd", str(theirs.fileno()), self.scratch,
+        cmd = sandbox.wrap([sys.executable, "-m", "grader.engines.forkserver", "--fd", str(theirs.fileno()), self.scratch,
                             *(["--private-tmp"] if private else [])])
         self.log_path = os.path.join(self.root, "server.log")
         try:

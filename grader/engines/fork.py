@@ -1,12 +1,12 @@
 """The ``fork`` engine: each submission runs in a child forked from a warm server, under the kernel engine's rules.
 
-A server (:mod:`grader.forkserver`) imports torch and the course once and is then reused
+A server (:mod:`grader.engines.forkserver`) imports torch and the course once and is then reused
 for submission after submission; each submission gets fresh children, one at a time, that
-never saw another submission. The rules are those of :mod:`grader.execute`: the same
+never saw another submission. The rules are those of :mod:`grader.engines.kernel`: the same
 per-cell timeout (an interrupt, then a kill if the cell does not stop), the same memory cap,
 the same sandbox (the server runs inside it, so its children do), the same tamper guard
 asked before every test cell, and after a child dies or stays stuck a new one in which the
-learner's earlier cells are replayed. The result is the same :class:`~grader.execute.Execution`,
+learner's earlier cells are replayed. The result is the same :class:`~grader.engines.execution.Execution`,
 so :func:`grader.verdict.score` cannot tell the engines apart.
 """
 
@@ -23,10 +23,10 @@ import time
 from nbformat import NotebookNode
 
 from grader import cells, integrity
-from grader.execute import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
-from grader.forkpool import Lease, Server, StartError, lease
-from grader.forkserver import recv, send
-from grader.sandbox import Budget, cgroup_mode
+from grader.engines.budget import Budget, cgroup_mode
+from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
+from grader.engines.forkpool import Lease, Server, StartError, lease
+from grader.engines.wire import recv, send
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +299,7 @@ class _Runner:
 
 
 def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
-    """Run every code cell of ``nb`` in children of a warm server (see :func:`grader.execute.execute`).
+    """Run every code cell of ``nb`` in children of a warm server (see :func:`grader.engines.kernel.execute`).
 
     Errors do not stop the run. Returns what happened; the outputs are in ``nb`` itself.
     """

@@ -1,6 +1,6 @@
 """The warm process of the ``fork`` engine: torch and the course imported once, a fresh child forked per submission.
 
-Started by :mod:`grader.forkpool` as ``python -m grader.forkserver --fd N SCRATCH`` with the
+Started by :mod:`grader.engines.forkpool` as ``python -m grader.engines.forkserver --fd N SCRATCH`` with the
 stripped environment of a grading kernel (and inside the same sandbox, where the machine
 has one). ``N`` is the server's end of a socketpair only the coordinator holds the other end
 of: there is no listening socket and no path a child could connect to, unlink or fake. For
@@ -13,85 +13,24 @@ left behind and removes every file and IPC object it could have left for the nex
 
 from __future__ import annotations
 
-import base64
 import ctypes
-import json
 import os
 import secrets
 import shutil
 import signal
 import socket
-import struct
 import sys
 import tempfile
-import time
 
 # what a kernel imports and runs before learner code too
+from grader.engines.wire import recv
 from grader.integrity import PRELOAD, WARM_UP
 
 #: Folders a sandboxed server owns privately and empties after every child.
 PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
-MAX_MESSAGE = 64 * 2**20
-MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell
-_HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-# -- framing: a 4-byte length, then JSON (never pickle: a child runs untrusted code) --------
-
-def send(sock: socket.socket, message: dict) -> None:
-    """Send one message."""
-    data = json.dumps(message, default=_json_default).encode("utf-8")
-    sock.sendall(_HEADER.pack(len(data)) + data)
-
-
-def recv(sock: socket.socket, deadline: float | None = None) -> dict | None:
-    """Receive one message; None when the other side closed the connection.
-
-    ``deadline`` (a ``time.monotonic()`` value) bounds the whole message, however it is
-    dribbled: past it, ``TimeoutError``.
-
-    Raises:
-        ValueError: the message is too long or not a JSON object.
-        TimeoutError: the deadline passed.
-    """
-    head = _recv_exactly(sock, _HEADER.size, deadline)
-    if head is None:
-        return None
-    (size,) = _HEADER.unpack(head)
-    if size > MAX_MESSAGE:
-        raise ValueError(f"message of {size} bytes is over the limit")
-    body = _recv_exactly(sock, size, deadline)
-    if body is None:
-        return None
-    message = json.loads(body.decode("utf-8"))
-    if not isinstance(message, dict):
-        raise ValueError("a message must be a JSON object")
-    return message
-
-
-def _recv_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("the message did not arrive in time")
-            sock.settimeout(remaining)
-        chunk = sock.recv(min(left, 2**20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _json_default(obj):
-    if isinstance(obj, bytes):  # images from IPython's formatters
-        return base64.b64encode(obj).decode("ascii")
-    return repr(obj)
 
 
 # -- the server --------------------------------------------------------------------------
@@ -132,7 +71,7 @@ def _preload() -> object:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():  # a forked child could not use CUDA
         print("forkserver: CUDA was initialised while preloading; children cannot use it", file=sys.stderr)
-    from grader.forkshell import new_shell
+    from grader.engines.forkshell import new_shell
 
     return new_shell()
 
@@ -269,7 +208,7 @@ def _child(conn: socket.socket, home: str, shell) -> None:
         init = recv(conn)  # the coordinator sends it once the server has sent our pidfd
         if init is None:
             os._exit(0)
-        from grader.forkshell import Session
+        from grader.engines.forkshell import Session
 
         Session(conn, shell, init).serve()
     except BaseException:  # the child's own machinery broke (as a kernel can): die, loudly
@@ -278,12 +217,12 @@ def _child(conn: socket.socket, home: str, shell) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.forkserver --fd N SCRATCH [--private-tmp]``."""
+    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     private = "--private-tmp" in args
     args = [a for a in args if a != "--private-tmp"]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
-        raise SystemExit("usage: python -m grader.forkserver --fd N SCRATCH [--private-tmp]")
+        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp]")
     serve(int(args[1]), args[2], private)
 
 

@@ -23,8 +23,8 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
-from grader import limits
-from grader.forkserver import MAX_STREAM, recv, send
+from grader.engines.confine import set_limits
+from grader.engines.wire import MAX_STREAM, recv, send
 
 GUARD_TIMEOUT = 15  # as the kernel engine's guard probe (PROBE_TIMEOUT + 10)
 TRUNCATED = "\n[the grader kept only the first {n} characters of this output]\n"
@@ -125,7 +125,7 @@ class Session:
         self.clear_pending = False
         self.running: str | bool = False
         self.sizes: dict[str, int] = {}
-        limits.apply(init.get("memory_mb"))
+        set_limits(init.get("memory_mb"))
         shell.capture = self
         for fd, name in ((1, "stdout"), (2, "stderr")):  # what C code and subprocesses print
             mem = os.memfd_create(f"course-{name}")

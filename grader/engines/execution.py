@@ -1,0 +1,74 @@
+"""What every engine shares: how to run a submission (:class:`ExecOptions`), what happened
+(:class:`Execution`) and the environment of a grading process (:func:`kernel_env`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbformat import NotebookNode
+
+TIMEOUT_ENAME = "CellTimeoutError"
+PROBE_TIMEOUT = 5
+
+#: Variables a kernel inherits; everything else (tokens, keys, cloud credentials) is dropped.
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+@dataclass
+class ExecOptions:
+    """How to execute a submission."""
+
+    cell_timeout: int = 60
+    device: str = "cpu"
+    startup_timeout: int = 60
+    memory_mb: int | None = 2048
+    isolate: bool = True
+    max_restarts: int = 3
+    hide: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    #: wall-clock seconds one submission may take in all (kernels, replays, every cell);
+    #: None: ten cell timeouts, at least 300 s. Cells past it are not run.
+    submission_timeout: int | None = None
+
+    def budget_seconds(self) -> float:
+        return float(self.submission_timeout or max(300, 10 * self.cell_timeout))
+
+
+@dataclass
+class Execution:
+    """What happened while a notebook ran (cell indices refer to ``nb.cells``)."""
+
+    nb: NotebookNode
+    timed_out: list[int] = field(default_factory=list)
+    died: list[int] = field(default_factory=list)
+    not_run_from: int | None = None  # gave up here (too many restarts): later cells never ran
+    tampered: dict[int, str] = field(default_factory=dict)  # test cell index -> what was replaced
+    error: str | None = None  # the kernel could not run at all
+    restarts: int = 0
+
+
+def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
+    """The environment of a grading kernel: stripped of secrets, quiet, CPU unless asked."""
+    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    env.update(
+        HOME=home,
+        TMPDIR=home,
+        PYTHONHASHSEED="0",
+        COURSE_GRADING="1",
+        MPLBACKEND="Agg",
+        PYTHONWARNINGS="ignore",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        TQDM_DISABLE="1",
+        JUPYTER_PLATFORM_DIRS="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+    )
+    if options.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(options.extra_env)
+    return env

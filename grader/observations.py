@@ -1,0 +1,219 @@
+"""Observations as they come out of a test cell: found among its outputs and decoded strictly.
+
+What a learner's process sent is untrusted data: every value is checked against the schema of
+:mod:`course_utils.observe` (version 1) and rebuilt from plain parts (no pickle, no learner
+classes); anything else is :class:`Malformed`. :mod:`grader.verdict` compares what this returns.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from nbformat import NotebookNode
+
+from course_utils.observe import MIME
+
+#: Caps on what one test cell of a learner may send (larger: the test fails).
+MAX_OBSERVATIONS = 5_000
+MAX_CELL_BYTES = 64 * 1024 * 1024
+MAX_DIGITS = 4_000
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,80}$")
+
+
+class Malformed(ValueError):
+    """An observation that does not follow the schema."""
+
+
+def observations(cell: NotebookNode) -> list[Any]:
+    """The observation records among a cell's outputs, in order (anything sent under our type)."""
+    found = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "display_data" and MIME in out.get("data", {}):
+            found.append(out["data"][MIME])
+    return found
+
+
+def first_error(cell: NotebookNode) -> dict | None:
+    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+
+
+class Opaque:
+    """A value the schema has no kind for: equal only to the same kind and text."""
+
+    def __init__(self, kind: str, text: str):
+        self.kind, self.text = kind, text
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Opaque and (self.kind, self.text) == (other.kind, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.text))
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}>"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception the learner's code raised inside ``raises(...)`` (or None raised)."""
+
+    type: str | None
+    mro: tuple[str, ...] = ()
+    message: str = ""
+
+
+def _bytes(obs: dict) -> bytes:
+    data = obs.get("data")
+    if not isinstance(data, str):
+        raise Malformed("tensor data is not text")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Malformed("tensor data is not base64") from None
+
+
+def _shape(obs: dict) -> tuple[int, ...]:
+    shape = obs.get("shape")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and 0 <= d < 2**40 for d in shape):
+        raise Malformed("bad shape")
+    return tuple(shape)
+
+
+def _float(v: Any) -> float:
+    if type(v) in (int, float) and type(v) is not bool:
+        return float(v)
+    if v in ("nan", "inf", "-inf"):
+        return float(v)
+    raise Malformed("bad float")
+
+
+def decode(obs: Any, depth: int = 0) -> Any:
+    """A schema value (see :mod:`course_utils.observe`) as a Python value, strictly checked."""
+    if not isinstance(obs, dict) or depth > 10:
+        raise Malformed("not a schema value")
+    t = obs.get("t")
+    if t == "none":
+        return None
+    if t == "bool":
+        if type(obs.get("v")) is not bool:
+            raise Malformed("bad bool")
+        return obs["v"]
+    if t == "int":
+        v = obs.get("v")
+        if not isinstance(v, str) or not re.fullmatch(rf"-?\d{{1,{MAX_DIGITS}}}", v):
+            raise Malformed("bad int")
+        return int(v)
+    if t == "float":
+        return _float(obs.get("v"))
+    if t == "complex":
+        return complex(_float(obs.get("re")), _float(obs.get("im")))
+    if t == "str":
+        if not isinstance(obs.get("v"), str):
+            raise Malformed("bad str")
+        return obs["v"]
+    if t in ("list", "tuple"):
+        items = obs.get("items")
+        if not isinstance(items, list):
+            raise Malformed("bad items")
+        values = [decode(v, depth + 1) for v in items]
+        return values if t == "list" else tuple(values)
+    if t == "dict":
+        items = obs.get("items")
+        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
+            raise Malformed("bad dict")
+        try:
+            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
+        except TypeError:
+            raise Malformed("unhashable dict key") from None
+    if t == "dtype":
+        dtype = getattr(torch, str(obs.get("v")), None) if IDENT.match(str(obs.get("v"))) else None
+        if not isinstance(dtype, torch.dtype):
+            raise Malformed("bad dtype")
+        return dtype
+    if t == "size":
+        items = obs.get("items")
+        if not isinstance(items, list) or not all(isinstance(d, str) and d.isdigit() for d in items):
+            raise Malformed("bad size")
+        return torch.Size(int(d) for d in items)
+    if t == "device":
+        return _device(obs.get("v"))
+    if t == "tensor":
+        return _tensor(obs)
+    if t == "ndarray":
+        return _ndarray(obs)
+    if t == "npscalar":
+        return _ndarray({**obs, "shape": []})[()]
+    if t == "exception":
+        mro = obs.get("mro")
+        if not isinstance(mro, list) or not all(isinstance(m, str) for m in mro) or not isinstance(obs.get("message"), str):
+            raise Malformed("bad exception")
+        return Raised(str(obs.get("type")), tuple(mro), obs["message"])
+    if t == "no exception":
+        return Raised(None)
+    if t == "object":
+        return Opaque(str(obs.get("type"))[:100], str(obs.get("repr"))[:200])
+    if t == "too large":
+        return Opaque("too large", str(obs.get("why"))[:100])
+    raise Malformed(f"unknown kind {str(t)[:20]!r}")
+
+
+def _device(name: Any) -> torch.device:
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z]{2,12}(:\d{1,3})?", name):
+        raise Malformed("bad device")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise Malformed("bad device") from None
+
+
+def _tensor(obs: dict) -> torch.Tensor:
+    dtype = decode({"t": "dtype", "v": obs.get("dtype")})
+    shape = _shape(obs)
+    device = _device(obs.get("device"))
+    if device.type == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    raw = _bytes(obs)
+    numel = math.prod(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(raw) != numel * itemsize:
+        raise Malformed("tensor data does not match its shape and dtype")
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    if dtype.is_complex:
+        real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}[dtype]
+        t = torch.view_as_complex(flat.view(real).reshape(-1, 2)).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
+    else:
+        t = flat.view(dtype).reshape(shape) if numel else torch.empty(shape, dtype=dtype)
+    if device.type != "cpu":
+        try:
+            t = t.to(device)
+        except (RuntimeError, AssertionError):  # this machine lacks the device: say where it was
+            t = Elsewhere(t, device)
+    return t
+
+
+class Elsewhere:
+    """A tensor observed on a device this machine does not have."""
+
+    def __init__(self, t: torch.Tensor, device: torch.device):
+        self.tensor, self.device = t, device
+
+
+def _ndarray(obs: dict) -> np.ndarray:
+    try:
+        dtype = np.dtype(str(obs.get("dtype")))
+    except TypeError:
+        raise Malformed("bad array dtype") from None
+    if dtype.hasobject or dtype.fields is not None:
+        raise Malformed("bad array dtype")
+    shape = _shape(obs)
+    raw = _bytes(obs)
+    if len(raw) != math.prod(shape) * dtype.itemsize:
+        raise Malformed("array data does not match its shape and dtype")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
