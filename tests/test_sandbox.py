@@ -16,7 +16,13 @@ from nbformat.v4 import new_code_cell, new_notebook
 from grader.engines.budget import Budget, cgroup_mode, sweep_stale
 from grader.engines.execution import ExecOptions
 from grader.engines.kernel import execute
-from grader.engines.sandbox import Sandbox, bubblewrap_works, isolation_summary
+from grader.engines.sandbox import (
+    Sandbox,
+    bubblewrap_works,
+    bwrap_args,
+    gpu_devices,
+    isolation_summary,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -143,3 +149,24 @@ def test_budgets_left_by_a_killed_grader_are_swept_and_live_ones_kept():
     finally:
         stale.close()
         live.close()
+
+
+def test_gpu_device_nodes_are_bound_only_for_cuda_and_before_dev_turns_read_only(tmp_path, monkeypatch):
+    assert gpu_devices("cpu") == ()
+    box = Sandbox(workdir=tmp_path, devices=("/dev/nvidia0", "/dev/nvidiactl"))
+    args = bwrap_args(box.workdir, devices=box.devices)
+    binds = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind-try"]
+    assert binds == ["/dev/nvidia0", "/dev/nvidiactl"]
+    assert args.index("--dev-bind-try") < args.index("--remount-ro")  # the first remount is /dev's
+    assert "--dev-bind-try" not in bwrap_args(box.workdir)
+
+
+@pytest.mark.skipif(not bubblewrap_works() or not os.path.exists("/dev/kmsg"),
+                    reason="needs bubblewrap and a device node outside bubblewrap's minimal /dev")
+def test_a_bound_device_node_is_there_and_others_are_not(tmp_path):
+    code = [sys.executable, "-c", "import os; print(os.path.exists('/dev/kmsg'))"]
+    with_node = subprocess.run(Sandbox(workdir=tmp_path, devices=("/dev/kmsg",), memory_mb=None).wrap(code),
+                               capture_output=True, text=True, timeout=60)
+    without = subprocess.run(Sandbox(workdir=tmp_path, memory_mb=None).wrap(code), capture_output=True, text=True,
+                             timeout=60)
+    assert (with_node.stdout.strip(), without.stdout.strip()) == ("True", "False"), (with_node.stderr, without.stderr)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import ExecOptions, kernel_env
-from grader.engines.sandbox import Sandbox, bubblewrap_works
+from grader.engines.sandbox import Sandbox, bubblewrap_works, gpu_devices
 
 
 class StartError(RuntimeError):
@@ -71,7 +71,8 @@ class Server:
         # server holds the preloaded modules (~0.3 GB) and never learner data
         self.budget = Budget(SERVER_MEMORY_MB, pids=64) if options.isolate and cgroup_mode() else None
         sandbox = Sandbox(workdir=Path(self.scratch), runtime_dir=None, hide=[Path(p) for p in options.hide],
-                          memory_mb=None, isolate=options.isolate, budget=self.budget)
+                          memory_mb=None, isolate=options.isolate, budget=self.budget,
+                          devices=gpu_devices(options.device))
         private = options.isolate and bubblewrap_works()
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = sandbox.wrap([sys.executable, "-m", "grader.engines.forkserver", "--fd", str(theirs.fileno()), self.scratch,

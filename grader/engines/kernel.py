@@ -32,7 +32,7 @@ from grader.engines.execution import (
     Execution,
     kernel_env,
 )
-from grader.engines.sandbox import Sandbox
+from grader.engines.sandbox import Sandbox, gpu_devices
 
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell (as the fork engine keeps)
 MAX_CELL_OUTPUT = 32 * 2**20  # bytes of rich outputs (images, HTML, results) kept per cell
@@ -182,6 +182,7 @@ class _Runner:
             memory_mb=self.options.memory_mb,
             isolate=self.options.isolate,
             budget=self.budget,
+            devices=gpu_devices(self.options.device),
         )
         # IPC sockets work across the sandbox's network namespace; TCP would not.
         km.transport = "ipc"

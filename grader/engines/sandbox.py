@@ -68,6 +68,8 @@ class Sandbox:
         memory_mb: address-space cap of each process (None: no cap); the cgroup caps the sum.
         isolate: use bubblewrap when it works on this machine.
         budget: the cgroup every process of the sandbox joins, or None.
+        devices: host device nodes bound in (the GPU's, for ``--device cuda``: see
+            :func:`gpu_devices`).
     """
 
     workdir: Path
@@ -76,6 +78,7 @@ class Sandbox:
     memory_mb: int | None = 2048
     isolate: bool = True
     budget: Budget | None = None
+    devices: tuple[str, ...] = ()
 
     def wrap(self, cmd: list[str]) -> list[str]:
         """The command, wrapped in :mod:`grader.engines.confine` and, if possible, bubblewrap."""
@@ -87,10 +90,18 @@ class Sandbox:
                 launcher += ["--cgroup", procs]
         if not (self.isolate and bubblewrap_works()):
             return [*launcher, "--", *cmd]
-        return [*launcher, "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide), *cmd]
+        return [*launcher, "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices), *cmd]
 
 
-def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] | tuple = ()) -> list[str]:
+def gpu_devices(device: str) -> tuple[str, ...]:
+    """The device nodes a CUDA process opens (``/dev/nvidia*``), when ``device`` is ``cuda``."""
+    if device != "cuda":
+        return ()
+    return tuple(sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir()))
+
+
+def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] | tuple = (),
+               devices: tuple[str, ...] = ()) -> list[str]:
     """The bubblewrap command line (up to and including ``--``) of a sandbox."""
     args = [
         "bwrap",
@@ -110,8 +121,10 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
         args += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
     etc = _sandbox_etc()
     args += ["--ro-bind", os.path.join(etc, "passwd"), "/etc/passwd", "--ro-bind", os.path.join(etc, "group"), "/etc/group"]
+    args += ["--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue"]
+    for node in devices:  # before /dev turns read-only: their mount points are made there
+        args += ["--dev-bind-try", node, node]
     args += [
-        "--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
         "--remount-ro", "/dev",  # nothing can be left in /dev for a later process
         "--proc", "/proc",
         "--size", str(TMP_MB * 2**20), "--tmpfs", "/tmp",
