@@ -5,13 +5,15 @@ answer, in turn) is graded three times, side by side in one run:
 
 1. plain ``nbgrader autograde`` as shipped (serial), in an nbgrader course directory;
 2. ``course grade --engine kernel --jobs J`` (a Jupyter kernel per submission);
-3. ``course grade --engine fork --jobs J`` (a warm interpreter forks a child per submission).
+3. ``course grade --engine fork --jobs J`` (a warm interpreter forks a child per submission);
+4. the same again with ``--force`` in that workspace: the solution's reference run is cached
+   there, as in an instructor's second batch of the same chapter.
 
 Each is timed as a whole command, start-up included, and the script prints seconds per
 submission and each engine's throughput relative to nbgrader. Not a timed test: the machine
 is shared and noisy, so compare the figures of one run with each other.
 
-    python benchmarks/grading.py [--students 40] [--jobs 2] [--only nbgrader,kernel,fork] [--keep DIR]
+    python benchmarks/grading.py [--students 40] [--jobs 2] [--only nbgrader,kernel,fork,fork-again] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -106,10 +108,15 @@ def run_nbgrader(subs: Path, work: Path) -> float:
     return seconds
 
 
-def run_course(subs: Path, work: Path, engine: str, jobs: int) -> tuple[float, dict[str, float]]:
-    """``course grade --engine ENGINE --jobs J``; returns its seconds and the scores."""
+def run_course(subs: Path, work: Path, engine: str, jobs: int, again: bool = False) -> tuple[float, dict[str, float]]:
+    """``course grade --engine ENGINE --jobs J``; returns its seconds and the scores.
+
+    ``again``: re-grade everything (``--force``) in the workspace of the first run, where the
+    solution's reference run is cached.
+    """
     out = work / engine
     cmd = [str(BIN / "course"), "grade", str(subs), "--workdir", str(out), "--engine", engine, "--jobs", str(jobs)]
+    cmd += ["--force"] if again else []
     start = time.perf_counter()
     done = subprocess.run(cmd, env=tools_env(), capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -126,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=40, help="submissions in the batch (default 40)")
     parser.add_argument("--jobs", type=int, default=2, help="--jobs of course grade (default 2)")
-    parser.add_argument("--only", default="nbgrader,kernel,fork", help="comma-separated subset to run")
+    parser.add_argument("--only", default="nbgrader,kernel,fork,fork-again",
+                        help="comma-separated subset to run (fork-again: fork once more, reference cached)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the batch and workspaces in this folder")
     args = parser.parse_args(argv)
     which = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -142,12 +150,17 @@ def main(argv: list[str] | None = None) -> None:
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         rows, grades = [], {}
         for what in which:
-            work = tmp / f"work-{what}"
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir()
+            work = tmp / f"work-{what.removesuffix('-again')}"
+            if not what.endswith("-again"):
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir()
             if what == "nbgrader":
                 seconds = run_nbgrader(subs, work)
                 label = "nbgrader autograde (serial)"
+            elif what.endswith("-again"):
+                engine = what.removesuffix("-again")
+                seconds, _ = run_course(subs, work, engine, args.jobs, again=True)
+                label = "  the same, again (--force; reference cached)"
             else:
                 seconds, grades[what] = run_course(subs, work, what, args.jobs)
                 label = f"course grade --engine {what} --jobs {args.jobs}"
