@@ -7,7 +7,6 @@ notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import multiprocessing
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -34,22 +33,20 @@ def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: st
     raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
 
 
-def to_wire(nb: nbformat.NotebookNode) -> str:
-    """A prepared notebook as it travels to a worker: plain JSON (``nbformat.writes`` would copy,
-    split and validate it first, ~0.1 s for a chapter; the worker's copy is ours, not a file)."""
-    return json.dumps(nb, ensure_ascii=False)
-
-
-def run_one(payload: tuple) -> tuple[str, dict[str, Any]]:
+def run_one(payload: tuple) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
     """Worker: execute one prepared notebook (no gradebook, no solutions, no scoring here).
 
-    ``payload`` is ``(notebook JSON, ExecOptions fields, findings[, engine])``; the engine
-    is ``kernel`` (the reference) or ``fork`` (see :mod:`grader.engines.fork`). Returns the
+    ``payload`` is ``(notebook, ExecOptions fields, findings[, engine])``; the engine is
+    ``kernel`` (the reference) or ``fork`` (see :mod:`grader.engines.fork`). Returns the
     executed notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
+    Notebooks travel as objects: a thread shares them, a process pool or Dask pickles them
+    (pickle between our own processes; what the learner's process sent is data inside),
+    never through ``nbformat.writes``/``reads``, whose copies and validation cost more than the
+    coordinator's whole share of a submission.
     """
-    nb_json, options, _findings, *rest = payload
+    nb, options, _findings, *rest = payload
     engine = rest[0] if rest else "kernel"
-    execution = execute_notebook(nbformat.from_dict(json.loads(nb_json)), ExecOptions(**options), engine)
+    execution = execute_notebook(nb, ExecOptions(**options), engine)
     info = {
         "timed_out": execution.timed_out,
         "died": execution.died,
@@ -58,7 +55,7 @@ def run_one(payload: tuple) -> tuple[str, dict[str, Any]]:
         "restarts": execution.restarts,
         "error": execution.error,
     }
-    return nbformat.writes(execution.nb), info
+    return execution.nb, info
 
 
 def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None) -> Iterator[tuple]:
@@ -75,9 +72,9 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
         yield from distributed.execute_all(todo, scheduler, engine)
         return
     if jobs == 1:
-        for sub, nb_json, fp, options, findings in todo:
+        for sub, nb, fp, options, findings in todo:
             try:
-                yield sub, fp, run_one((nb_json, options, findings, engine))
+                yield sub, fp, run_one((nb, options, findings, engine))
             except Exception as exc:
                 yield sub, fp, exc
         return

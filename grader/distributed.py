@@ -34,9 +34,9 @@ def execute_all(todo: Iterable[tuple], address: str, engine: str) -> Iterator[tu
     with Client(address, timeout="60s") as client:
         log.info("executing on %s (%d worker thread(s))", address, sum(client.nthreads().values()))
         pending = {}
-        for sub, nb_json, fp, options, findings in itertools.chain([first], items):
+        for sub, nb, fp, options, findings in itertools.chain([first], items):
             # pure=False: two identical notebooks are still two submissions to execute
-            future = client.submit(run_one, (nb_json, options, findings, engine), pure=False,
+            future = client.submit(run_one, (nb, options, findings, engine), pure=False,
                                    key=f"grade-{sub.student}-{sub.chapter}-{fp[:8]}")
             pending[future] = (sub, fp)
             for done in [f for f in pending if f.done()]:  # record results while preparing the rest

@@ -157,7 +157,7 @@ def main(
         if on_progress:
             on_progress(report)
 
-    def todo() -> Iterator[tuple[Submission, str, str, dict, list]]:
+    def todo() -> Iterator[tuple[Submission, NotebookNode, str, dict, list]]:
         """Prepared submissions, one at a time: the first ones run while the next are prepared."""
         for sub, options, raw, fp in candidates:
             chapter, source = sub.chapter, sources[sub.chapter]
@@ -187,7 +187,7 @@ def main(
                 sub.note = "; ".join(filter(None, [sub.note, ignored]))
             findings = learner_findings(prepared, releases[chapter])
             findings_of[(sub.student, chapter)] = findings
-            yield sub, dispatch.to_wire(prepared), fp, options, [asdict(f) for f in findings]
+            yield sub, prepared, fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if on_start:

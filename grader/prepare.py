@@ -74,21 +74,37 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
 
 def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
     """Suspicious code in the cells the learner wrote (answer cells and any cell added)."""
-    released = {_code_shape(cells.source_text(c)) for c in release.cells if c.cell_type == "code"}
+    texts, shapes = _released_code(release)
     found: list[Finding] = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or cells.is_test(cell) or cells.has_tag(cell, "injected-parameters"):
             continue
         text = cells.source_text(cell)
-        if _code_shape(text) in released:  # a released cell, give or take comments and spacing
-            continue
+        if _newlines(text) in texts or _code_shape(text) in shapes:  # a released cell, give or take
+            continue  # comments and spacing
         found.extend(scan(text, i))
     return found
 
 
+_released: dict[int, tuple[NotebookNode, set[str], set[str]]] = {}
+
+
+def _released_code(release: NotebookNode) -> tuple[set[str], set[str]]:
+    """The release's code cells, as texts and as code shapes (worked out once per release)."""
+    known = _released.get(id(release))
+    if known is None or known[0] is not release:
+        sources = [cells.source_text(c) for c in release.cells if c.cell_type == "code"]
+        known = _released[id(release)] = (release, {_newlines(s) for s in sources}, {_code_shape(s) for s in sources})
+    return known[1], known[2]
+
+
+def _newlines(source: str) -> str:
+    return source.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _code_shape(source: str) -> str:
     """The code of a cell without its comments, blank lines, spacing or line-ending style."""
-    text = source.replace("\r\n", "\n").replace("\r", "\n")
+    text = _newlines(source)
     try:
         return ast.dump(ast.parse(text))
     except SyntaxError:

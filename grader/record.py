@@ -82,12 +82,13 @@ def record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source
         tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
         report.tests = [t.to_dict() for t in tests]
     else:
-        nb_json, info = outcome
+        nb, info = outcome
         out = ws.autograded / sub.student / sub.chapter / source.name
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(nb_json, encoding="utf-8")
+        # the file nbformat would write (without its copy, line splitting and validation)
+        out.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
         execution = Execution(
-            nb=nbformat.reads(nb_json, as_version=4),
+            nb=nb,
             timed_out=list(info.get("timed_out", [])),
             died=list(info.get("died", [])),
             not_run_from=info.get("not_run_from"),
