@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,16 +27,63 @@ def ensure_tools_on_path() -> None:
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
+#: One open gradebook per process and URL. nbgrader's ``Gradebook()`` makes a new engine and
+#: checks every table on each opening (~30 ms, and a pool of connections that outlives it):
+#: a batch opened it four times per submission.
+_open: dict[tuple[int, str], tuple[Gradebook, tuple[int, int] | None]] = {}
+_lock = threading.Lock()
+
+
 @contextmanager
 def open_gradebook(db_url: str) -> Iterator[Gradebook]:
-    """Open the gradebook (created on first use)."""
+    """The gradebook (created on first use), kept open for this process.
+
+    Whatever the block did not commit is rolled back when it ends, so no transaction (nor an
+    SQLite lock another grader would wait for) is held between two uses.
+    """
     ensure_tools_on_path()
     with warnings.catch_warnings():
         # nbgrader 0.9 with SQLAlchemy 2.x warns "... not in session" on every submission;
         # the rows are written all the same.
         warnings.filterwarnings("ignore", message=".*not in session.*")
-        with Gradebook(db_url) as gb:
+        key = (os.getpid(), db_url)
+        with _lock:
+            gb, file_id = _open.get(key, (None, None))
+            if gb is not None and file_id != _sqlite_file_id(db_url):  # the file was removed or replaced
+                gb.close()
+                gb.engine.dispose()
+                gb = None
+            if gb is None:
+                gb = Gradebook(db_url)
+                _open[key] = (gb, _sqlite_file_id(db_url))
+        try:
             yield gb
+        finally:
+            gb.db.rollback()
+
+
+def close_all() -> None:
+    """Close the gradebooks this process opened (their engines and connections too)."""
+    with _lock:
+        for (pid, _), (gb, _file) in list(_open.items()):
+            if pid == os.getpid():
+                gb.close()
+                gb.engine.dispose()
+        _open.clear()
+
+
+atexit.register(close_all)
+
+
+def _sqlite_file_id(db_url: str) -> tuple[int, int] | None:
+    """(device, inode) of an SQLite gradebook's file; None for other databases or no file yet."""
+    if not db_url.startswith("sqlite:///"):
+        return None
+    try:
+        st = os.stat(db_url[len("sqlite:///"):])
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def register_chapter(db_url: str, chapter: str, source: Path) -> None:
