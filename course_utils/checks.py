@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from course_utils import observe as _observe
+from course_utils import tracebacks as _tracebacks
 
 _MISSING: Any = object()  # `expected` left out: the grader's run of the solution is the oracle
 
@@ -30,8 +31,13 @@ class AnswerError(AssertionError):
     """A learner's answer differs from what the exercise expects.
 
     It subclasses ``AssertionError`` so that graders and ``pytest`` treat it as a failed
-    test; its message is meant to be read by the learner.
+    test; its message is meant to be read by the learner. IPython shows it with the learner's
+    frames only (see :mod:`course_utils.tracebacks`): the checks' own code is not the
+    learner's to read.
     """
+
+    def _render_traceback_(self) -> list[str]:
+        return _tracebacks.render(self)
 
 
 def _fmt_shape(shape: Sequence[int]) -> str:
@@ -78,6 +84,7 @@ def check_shape(actual: Any, shape: Sequence[int], *, name: str = "your answer")
     Raises:
         AnswerError: naming the shape that came and what to try.
     """
+    __tracebackhide__ = True  # pytest and IPython: not the learner's frame
     if _observe.active():
         _observe.emit("shape", actual, params={"name": name, "shape": tuple(int(d) for d in shape)})
         return
@@ -92,6 +99,7 @@ def check_shape(actual: Any, shape: Sequence[int], *, name: str = "your answer")
 
 
 def _check_type(actual: Any, name: str) -> None:
+    __tracebackhide__ = True
     if _tensor_type(actual) is _Tensor:
         return
     if isinstance(actual, _Tensor):
@@ -129,6 +137,7 @@ def check_tensor(
     Raises:
         AnswerError: naming the first property that differs and what to try.
     """
+    __tracebackhide__ = True  # pytest and IPython: not the learner's frame
     if _observe.active():
         params = {"name": name, "rtol": rtol, "atol": atol, "check_device": check_device}
         _observe.emit("tensor", actual, expected=expected, has_expected=expected is not _MISSING, params=params)
@@ -201,6 +210,7 @@ def check_value(
     Raises:
         AnswerError: naming what came, what was expected and what to try.
     """
+    __tracebackhide__ = True  # pytest and IPython: not the learner's frame
     if _observe.active():
         params = {"name": name, "rel_tol": rel_tol, "abs_tol": abs_tol}
         _observe.emit("value", actual, expected=expected, has_expected=expected is not _MISSING, params=params)
@@ -260,6 +270,7 @@ def raises(exc_type: type[BaseException], match: str | None = None) -> Iterator[
     Raises:
         AnswerError: when nothing was raised, or the message did not match.
     """
+    __tracebackhide__ = True  # pytest and IPython: not the learner's frame
     info = RaisesInfo()
     if _observe.active():
         types = exc_type if isinstance(exc_type, tuple) else (exc_type,)

@@ -1,5 +1,7 @@
 """course_utils.checks: strict comparisons whose messages name the mistake."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -132,3 +134,75 @@ def test_check_value_refuses_subclasses_that_answer_equal_to_everything():
 
     assert "should be an int" in message(check_value, Liar(1), 5)
     assert "expected 'b'" in message(check_value, LiarStr("a"), "b")
+
+
+def test_learner_frames_drop_every_course_utils_frame():
+    from course_utils.tracebacks import learner_frames
+
+    try:
+        check_tensor(torch.zeros(5), torch.zeros(5, 1))
+    except AnswerError as exc:
+        tb = exc.__traceback__
+    kept = learner_frames(tb)
+    names = []
+    while kept is not None:
+        names.append(kept.tb_frame.f_globals["__name__"])
+        kept = kept.tb_next
+    assert names == [__name__]  # this test's frame only; check_tensor and check_shape are gone
+
+
+def test_a_failed_check_has_no_ipython_shell_to_render_with_and_says_its_message():
+    try:
+        check_value(2, 3, name="the count")
+    except AnswerError as exc:
+        assert exc._render_traceback_() == ["AnswerError: the count is 2 but expected 3."]
+
+
+_FAILING_CELLS = {
+    "check_tensor": ("answer = torch.zeros(5)\ncu.check_tensor(answer, torch.zeros(5, 1), name='the column')",
+                     "the column has shape (5,) but expected (5, 1)"),
+    "check_value": ("cu.check_value([1, 2.0], [1, 3.0], name='the pair')",
+                    "item 1 of the pair is 2.0 but expected 3.0"),
+    "check_shape": ("cu.check_shape(torch.zeros(2, 3), (3, 2), name='the grid')",
+                    "the grid has shape (2, 3) but expected (3, 2)"),
+    "raises": ("with cu.raises(ValueError, match='too big'):\n    int('7')",
+               "expected ValueError to be raised, but the code ran without error"),
+    "raises_match": ("with cu.raises(ValueError, match='too big'):\n    int('x')",
+                     "does not match 'too big'"),
+}
+
+
+@pytest.fixture(scope="module")
+def failed_cells():
+    """A notebook whose checks fail, run in a real kernel: each cell's error output."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import torch\nimport course_utils as cu")]
+    nb.cells += [nbformat.v4.new_code_cell(src) for src, _ in _FAILING_CELLS.values()]
+    NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120).execute()
+    errors = {}
+    for key, cell in zip(_FAILING_CELLS, nb.cells[1:], strict=True):
+        (error,) = [o for o in cell.outputs if o.output_type == "error"]
+        errors[key] = error
+    return errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", list(_FAILING_CELLS))
+def test_a_failed_check_shows_the_learners_line_and_message_and_none_of_our_source(failed_cells, check):
+    import re
+
+    from course_utils import checks
+
+    error = failed_cells[check]
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
+    source_lines = {line.strip() for line in Path(checks.__file__).read_text().splitlines() if len(line.strip()) > 12}
+    assert "checks.py" not in shown and "contextlib" not in shown, shown
+    assert not [line for line in shown.splitlines() if line.strip().lstrip("-> 0123456789") in source_lines], shown
+    assert _FAILING_CELLS[check][1] in shown
+    assert _FAILING_CELLS[check][0].splitlines()[-1].strip() in shown  # the learner's own line
+    assert len(shown.splitlines()) < 25, shown
+    # what the grader reads is unchanged
+    assert error.ename == "AnswerError" and _FAILING_CELLS[check][1] in error.evalue
