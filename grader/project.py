@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import lru_cache
 from importlib import metadata
@@ -14,6 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 CHAPTER_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
+#: What an editor leaves beside a notebook: Jupyter's "Duplicate" (``x-Copy1.ipynb``), a new
+#: notebook (``Untitled.ipynb``), hidden files and autosaves. Never a chapter's source.
+STRAY_RE = re.compile(r"(^\.|^Untitled\d*\.ipynb$|-Copy\d*\.ipynb$|-checkpoint\.ipynb$|\.~)")
+
+log = logging.getLogger(__name__)
+_warned: set[Path] = set()
 
 
 @lru_cache(maxsize=1)
@@ -38,20 +45,48 @@ def chapters(solutions_dir: Path = SOLUTIONS) -> list[str]:
     ) if solutions_dir.is_dir() else []
 
 
+def is_stray(name: str) -> bool:
+    """True for a file name an editor leaves beside a notebook (``tensors-Copy1.ipynb``)."""
+    return bool(STRAY_RE.search(name))
+
+
+def _pick(chapter: str, folder: Path) -> tuple[Path | None, list[Path]]:
+    """(the chapter's notebook or None, the other notebooks of its folder).
+
+    The notebook named after the chapter (``01_tensors/tensors.ipynb``) is the source; without
+    one, the only notebook whose name is not an editor's stray copy.
+    """
+    found = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+    named = folder / f"{chapter.split('_', 1)[-1]}.ipynb"
+    if named in found:
+        return named, [p for p in found if p != named]
+    kept = [p for p in found if not is_stray(p.name)]
+    if len(kept) == 1:
+        return kept[0], [p for p in found if p != kept[0]]
+    return None, found
+
+
 def source_notebook(chapter: str, solutions_dir: Path = SOLUTIONS) -> Path:
-    """The one source notebook of a chapter.
+    """The one source notebook of a chapter; other notebooks beside it are ignored with a warning.
 
     Raises:
-        ChapterNotFound: when the chapter has no (or more than one) notebook.
+        ChapterNotFound: when the chapter has no notebook, or several and none named after it.
     """
-    found = sorted((solutions_dir / chapter).glob("*.ipynb"))
-    if len(found) != 1:
+    folder = solutions_dir / chapter
+    source, others = _pick(chapter, folder)
+    if source is None:
         known = ", ".join(chapters(solutions_dir)) or "none"
+        names = ", ".join(p.name for p in others) or "none"
         raise ChapterNotFound(
-            f"expected one notebook in {solutions_dir / chapter}, found {len(found)}",
-            hint=f"chapters are: {known}",
+            f"expected one notebook in {folder}, found {len(others)} ({names})",
+            hint=f"name the chapter's notebook {chapter.split('_', 1)[-1]}.ipynb; chapters are: {known}",
         )
-    return found[0]
+    stray = [p for p in others if p not in _warned]
+    if stray:
+        _warned.update(stray)
+        log.warning("%s: ignoring %s (only %s is the chapter's source; delete the others)",
+                    folder, ", ".join(p.name for p in stray), source.name)
+    return source
 
 
 def resolve_chapters(names: list[str] | tuple[str, ...] | None, solutions_dir: Path = SOLUTIONS) -> list[str]:

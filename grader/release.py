@@ -117,7 +117,11 @@ def check(
             problems.append(f"{dest}: leaks a line of a solution or hidden test: {line!r}")
     if notebooks_dir.is_dir():
         for extra in sorted(notebooks_dir.glob("*/*.ipynb")):
-            if extra.resolve() not in expected_files:
+            if extra.resolve() in expected_files:
+                continue
+            if project.is_stray(extra.name):  # a copy Jupyter made while someone worked in the release
+                log.warning("%s: ignored (an editor's copy, not part of the release); delete it", extra)
+            else:
                 problems.append(f"{extra}: has no source in {solutions_dir}; delete it or add the source")
     return problems
 
