@@ -120,8 +120,10 @@ def main(
     reports: list[Report] = []
     releases: dict[str, NotebookNode] = {}
     tests: dict[str, dict[str, instrument.TestSource]] = {}
+    registered: dict[str, gbmod.ChapterCells] = {}
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
         gbmod.register_chapter(db_url, chapter, sources[chapter])
+        registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
         releases[chapter] = build_release(chapter, sources[chapter])
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
@@ -175,7 +177,8 @@ def main(
                 not_executed(record.unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
                 continue
             try:
-                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device, tests[chapter])
+                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device, tests[chapter],
+                                   registered[chapter])
             except Exception as exc:  # the notebook is readable but cannot be prepared: say why
                 log.exception("preparing %s failed", sub.key)
                 reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"

@@ -14,8 +14,6 @@ from nbgrader.preprocessors import (
     ClearSolutions,
     ComputeChecksums,
     LockCells,
-    OverwriteCells,
-    OverwriteKernelspec,
     SaveCells,
 )
 
@@ -27,6 +25,8 @@ from grader.preprocessors import (
     MarkExerciseCells,
     OrderTestCells,
     RecognizeCells,
+    RestoreCells,
+    RestoreKernelspec,
     StripMetadata,
 )
 
@@ -52,7 +52,8 @@ RELEASE: tuple[Step, ...] = (
     AddColabBadge,
 )
 
-#: A submission before it runs: nbgrader's autograde sanitising steps, with cells whose
+#: A submission before it runs: nbgrader's autograde sanitising steps (its Overwrite* steps
+#: answered from the chapter's cells read once per batch, see grader.gradebook.ChapterCells), with cells whose
 #: metadata an editor dropped recognised first by their markers (so that duplicates are
 #: resolved and test cells restored from the gradebook for them too), and test cells a
 #: learner moved above their answers put back below them.
@@ -61,8 +62,8 @@ SANITIZE: tuple[Step, ...] = (
     RecognizeCells,
     ForgetUnknownCells,
     DeduplicateCells,
-    OverwriteKernelspec,
-    OverwriteCells,
+    RestoreKernelspec,
+    RestoreCells,
     OrderTestCells,
     CheckCellMetadata,
 )

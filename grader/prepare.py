@@ -12,10 +12,11 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
-from nbgrader.preprocessors import OverwriteCells
 
 from grader import cells, instrument, pipeline, reference
+from grader import gradebook as gbmod
 from grader.integrity import Finding, scan
+from grader.preprocessors import RestoreCells
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,15 @@ def read_submission(path: Path) -> NotebookNode:
 
 
 def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release: NotebookNode, device: str,
-            tests: dict[str, instrument.TestSource] | None = None) -> NotebookNode:
+            tests: dict[str, instrument.TestSource] | None = None,
+            registered: gbmod.ChapterCells | None = None) -> NotebookNode:
     """Sanitise a submission (restore test cells, metadata), inject the grading parameters and
-    put the grader's version of every test cell in place (see :mod:`grader.instrument`)."""
+    put the grader's version of every test cell in place (see :mod:`grader.instrument`).
+
+    ``registered`` is the chapter's cells as the gradebook holds them (read once per batch);
+    without it they are read from ``db_url`` now.
+    """
+    registered = registered or gbmod.chapter_cells(db_url, chapter, notebook)
     release_meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
     release_ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
     pairs, answer = {}, None
@@ -58,10 +65,10 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
             pairs[cells.grade_id(c)] = answer
     resources = {
         "nbgrader": {"notebook": notebook, "assignment": chapter, "db_url": db_url},
-        "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs},
+        "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs, "gradebook": registered},
     }
     nb, resources = pipeline.run(
-        pipeline.SANITIZE, nb, resources, config={OverwriteCells: {"add_missing_cells": True}}
+        pipeline.SANITIZE, nb, resources, config={RestoreCells: {"add_missing_cells": True}}
     )
     forgotten = resources.get("course", {}).get("forgotten", [])
     if forgotten:

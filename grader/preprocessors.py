@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -10,7 +11,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell
 from nbgrader.nbgraderformat import common as _nbgrader_format
 from nbgrader.preprocessors import CheckCellMetadata as _NbgraderCheckCellMetadata
-from nbgrader.preprocessors import DeduplicateIds
+from nbgrader.preprocessors import DeduplicateIds, OverwriteCells, OverwriteKernelspec
 from traitlets import List, Unicode
 
 from grader import cells
@@ -213,3 +214,39 @@ class DeduplicateCells(DeduplicateIds):
         if cell.get("metadata", {}).get("nbgrader", None) == {}:
             del cell.metadata["nbgrader"]
         return cell, resources
+
+
+class RestoreCells(OverwriteCells):
+    """nbgrader's ``OverwriteCells``, answered from the chapter's cells read once per batch.
+
+    Given ``resources["course"]["gradebook"]`` (a :class:`grader.gradebook.ChapterCells`), it
+    restores test cells, points, checksums and missing cells exactly as nbgrader does, without
+    opening the gradebook; without it, it is nbgrader's step unchanged.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        snapshot = resources.get("course", {}).get("gradebook")
+        if snapshot is None:
+            return super().preprocess(nb, resources)
+        self.notebook_id = resources["nbgrader"]["notebook"]
+        self.assignment_id = resources["nbgrader"]["assignment"]
+        self.db_url = resources["nbgrader"]["db_url"]
+        self.gradebook = snapshot
+        nb, resources = super(OverwriteCells, self).preprocess(nb, resources)  # cell by cell, as nbgrader
+        if self.add_missing_cells:
+            nb, resources = self.add_missing_grade_cells(nb, resources)
+            nb, resources = self.add_missing_task_cells(nb, resources)
+        return nb, resources
+
+
+class RestoreKernelspec(OverwriteKernelspec):
+    """nbgrader's ``OverwriteKernelspec``, answered from the chapter's cells read once per batch."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        snapshot = resources.get("course", {}).get("gradebook")
+        if snapshot is None:
+            return super().preprocess(nb, resources)
+        kernelspec = snapshot.find_notebook(resources["nbgrader"]["notebook"], resources["nbgrader"]["assignment"]).kernelspec
+        if kernelspec:
+            nb.metadata["kernelspec"] = json.loads(kernelspec)
+        return nb, resources

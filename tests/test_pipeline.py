@@ -31,8 +31,56 @@ def test_sanitize_order():
         "RecognizeCells",  # metadata back before duplicates are resolved and cells restored
         "ForgetUnknownCells",  # a pasted or learner-made graded cell is a plain cell (never scored)
         "DeduplicateCells",  # nbgrader's DeduplicateIds, minus the empty dict it leaves
-        "OverwriteKernelspec",
-        "OverwriteCells",
+        "RestoreKernelspec",  # nbgrader's OverwriteKernelspec, from the cells read once per batch
+        "RestoreCells",  # nbgrader's OverwriteCells (add_missing_cells), from the same
         "OrderTestCells",  # after restoring, so restored test cells are placed too
         "CheckCellMetadata",
     ]
+
+
+def test_restoring_from_the_batch_snapshot_equals_nbgraders_steps_on_the_gradebook(tmp_path, monkeypatch):
+    """RestoreCells/RestoreKernelspec (no database read per submission) change a tampered
+    submission exactly as nbgrader's OverwriteCells/OverwriteKernelspec do on the gradebook."""
+    import copy
+
+    from nbgrader.preprocessors import OverwriteCells, OverwriteKernelspec
+
+    from grader import cells, gradebook, project
+    from grader.preprocessors import RestoreCells, RestoreKernelspec
+    from grader.release import build_release
+
+    chapter = "01_tensors"
+    source = project.source_notebook(chapter)
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    gradebook.register_chapter(db_url, chapter, source)
+    nb = build_release(chapter, source)
+    tests = [i for i, c in enumerate(nb.cells) if cells.is_test(c)]
+    nb.cells[tests[0]].source = "pass  # the learner emptied the test"
+    nb.cells[tests[1]].metadata.nbgrader["points"] = 1000
+    nb.cells[tests[3]].cell_type = "markdown"
+    nb.cells[tests[3]].pop("outputs")
+    nb.cells[tests[3]].pop("execution_count")
+    del nb.cells[tests[2]]
+    nb.metadata["kernelspec"] = {"name": "evil", "display_name": "evil", "language": "python"}
+
+    def run(steps, snapshot):
+        resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url},
+                     "course": {"gradebook": snapshot}}
+        config = {step: {"add_missing_cells": True} for step in steps if issubclass(step, OverwriteCells)}
+        return pipeline.run(steps, copy.deepcopy(nb), resources, config=config)[0]
+
+    snapshot = gradebook.chapter_cells(db_url, chapter, source.stem)
+    theirs = run((OverwriteKernelspec, OverwriteCells), None)
+
+    def no_database(*args, **kwargs):
+        raise AssertionError("a submission's preparation opened the gradebook")
+
+    import nbgrader.preprocessors.overwritecells as ow
+    import nbgrader.preprocessors.overwritekernelspec as ok
+
+    monkeypatch.setattr(ow, "Gradebook", no_database)
+    monkeypatch.setattr(ok, "Gradebook", no_database)
+    ours = run((RestoreKernelspec, RestoreCells), snapshot)
+    assert ours == theirs
+    assert ours != nb and ours.metadata["kernelspec"]["name"] != "evil"
+    assert len(ours.cells) == len(nb.cells) + 1  # the deleted test cell is back
