@@ -10,7 +10,8 @@ from grader import project
 from grader.preprocessors import StripMetadata
 from grader.release import dumps
 
-ALLOWED_CELL_KEYS = ("nbgrader", "tags", "editable", "deletable")
+#: ``course``: the course's own cell notes (``claims_ok``, read by ci/claim_lint.py); the release drops it
+ALLOWED_CELL_KEYS = ("nbgrader", "tags", "editable", "deletable", "course")
 ALLOWED_NOTEBOOK_KEYS = ("kernelspec", "language_info")
 
 
