@@ -102,18 +102,31 @@ def _warn_if_password_in_argv(db_url: str | None) -> None:
                        f"put the URL in ${DB_URL_ENV} or a file given to --db-url-file", err=True)
 
 
-def _score_table(reports) -> str:
+def _score_table(reports, width: int | None = None) -> str:
+    """One line per submission; the details column lists every test not passed, wrapped to the
+    terminal's width (continuation lines start under the column), never cut."""
+    import shutil
+    import textwrap
+
     rows = [("student", "chapter", "score", "status", "details")]
     for r in reports:
-        failed = [t for t in r.tests if t["status"] != "passed"]
-        names = ", ".join(f"{t['grade_id']} ({t['status']})" for t in failed[:3]) + (", ..." if len(failed) > 3 else "")
-        detail = r.message or (f"not passed: {names}" if failed else "all tests passed")
+        failed = [f"{t['grade_id']}\xa0({t['status']})" for t in r.tests if t["status"] != "passed"]  # kept on one line
+        if r.message and r.status != "graded":
+            detail = r.message
+        else:
+            detail = "; ".join(filter(None, [r.message, "not passed: " + ", ".join(failed) if failed else ""]))
+            detail = detail or "all tests passed"
         score = f"{r.score:g}/{r.max_score:g}" if r.max_score else "-"
         rows.append((r.student, r.chapter, score, r.status + (" (cached)" if r.cached else ""), detail))
     widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(40, (width or shutil.get_terminal_size((120, 24)).columns) - indent)
     lines = []
     for k, row in enumerate(rows):
-        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        wrapped = [w.replace("\xa0", " ") for w in textwrap.wrap(row[4], room, break_on_hyphens=False,
+                                                                 break_long_words=False)] or [""]
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row[:4], widths, strict=True)) + "  " + wrapped[0])
+        lines += [" " * indent + more for more in wrapped[1:]]
         if k == 0:
             lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 7)
     return "\n".join(lines)
@@ -160,7 +173,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     """
     from tqdm import tqdm
 
-    from grader import export, report
+    from grader import export, interop, report
     from grader import grade as mod
     from grader.engines.sandbox import isolation_summary
 
@@ -187,14 +200,17 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
                        cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
                        chapter=chapter, force=force, engine=engine, scheduler=scheduler, on_progress=progress,
-                       on_start=lambda n: (setattr(bar, "total", n), bar.refresh()),
+                       on_start=lambda n: (interop.write_nbgrader_config(workdir), setattr(bar, "total", n),
+                                           bar.refresh()),
                        **({"solutions_dir": solutions_dir} if solutions_dir else {}))
     bar.close()
     click.echo(_score_table(reports))
     url = db_url or mod.Workspace(workdir).default_db_url()
-    csv_path = export.write_grades_csv(url, workdir / "grades.csv")
-    report_path = report.main(workdir)
-    click.echo(f"\n{len(reports)} submission(s); grades in {csv_path}; class report in {report_path}")
+    csv_path = export.write_grades_csv(url, workdir / interop.GRADES_CSV)
+    export.write_results_csv(workdir, url, workdir / interop.RESULTS_CSV)
+    report_path = report.main(workdir, db_url=url)
+    click.echo(f"\n{len(reports)} submission(s); grades in {csv_path} (per test: {interop.RESULTS_CSV}); "
+               f"class report in {report_path.with_suffix('.html')}")
 
 
 @cli.command("report")
@@ -204,8 +220,8 @@ def report_cmd(workdir: Path) -> None:
     from grader import report
 
     path = report.main(workdir)
-    click.echo(path.read_text(encoding="utf-8").split("## Scores")[0])
-    click.echo(f"report written to {path}")
+    click.echo(path.read_text(encoding="utf-8").split("## Scores by chapter")[0])
+    click.echo(f"report written to {path.with_suffix('.html')} (and {path.name})")
 
 
 @cli.command("export")
@@ -213,26 +229,37 @@ def report_cmd(workdir: Path) -> None:
 @click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: $COURSE_DB_URL, else sqlite in WORKDIR].")
 @click.option("--db-url-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Read the gradebook's URL from this file (first line).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="[default: WORKDIR/grades.csv]")
-def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out: Path | None) -> None:
-    """Write grades.csv (one row per student, one column per chapter) for an LMS."""
-    from grader import export
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="[default: WORKDIR/course-grades.csv]")
+@click.option("--results-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="[default: WORKDIR/results.csv]")
+def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out: Path | None,
+               results_out: Path | None) -> None:
+    """Write course-grades.csv (a row per student, a column per chapter, for an LMS) and results.csv (a row per test)."""
+    from grader import export, interop
     from grader.grade import Workspace
 
     db_url = resolve_db_url(db_url, db_url_file)
 
-    path = export.write_grades_csv(db_url or Workspace(workdir).default_db_url(), out or workdir / "grades.csv")
+    url = db_url or Workspace(workdir).default_db_url()
+    path = export.write_grades_csv(url, out or workdir / interop.GRADES_CSV)
     click.echo(f"wrote {path}")
+    click.echo(f"wrote {export.write_results_csv(workdir, url, results_out or workdir / interop.RESULTS_CSV)}")
+    interop.write_nbgrader_config(workdir)
 
 
 @cli.command()
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
-def feedback(workdir: Path) -> None:
-    """Write per-student HTML feedback (which test failed and why; no hidden-test source)."""
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Pages built at once [default: CPU count].")
+@click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Folder of the chapters' source notebooks [default: this course's solutions/].")
+def feedback(workdir: Path, jobs: int | None, solutions_dir: Path | None) -> None:
+    """Write per-student HTML feedback to WORKDIR/course-feedback/ (which test failed and why, manual
+    grades and comments; no hidden-test source; pages that load nothing from a network)."""
     from grader import feedback as mod
 
-    paths = mod.main(workdir)
-    click.echo(f"wrote {len(paths)} feedback page(s) under {workdir / 'feedback'}")
+    paths = mod.main(workdir, jobs=jobs, **({"solutions_dir": solutions_dir} if solutions_dir else {}))
+    click.echo(f"wrote {len(paths)} feedback page(s) under {mod.feedback_dir(workdir)}")
 
 
 @cli.command()

@@ -1,13 +1,23 @@
-"""``grades.csv``: one row per student, one column per chapter, as an LMS imports it."""
+"""The grades as files: ``course-grades.csv`` (one row per student, one column per chapter, as an
+LMS imports it) and ``results.csv`` (one row per test: what passed, what failed and why).
+
+Neither is named as nbgrader's ``nbgrader export`` names its ``grades.csv``, so running it in the
+workspace never overwrites ours (:mod:`grader.interop`).
+"""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from nbgrader.api import MissingEntry
 
+from grader import review
 from grader.gradebook import open_gradebook
+
+#: Columns of results.csv, in order.
+RESULT_COLUMNS = ["student", "chapter", "test", "points", "max", "status", "reason", "manual", "comment", "late"]
 
 
 def write_grades_csv(db_url: str, path: Path) -> Path:
@@ -44,3 +54,33 @@ def write_grades_csv(db_url: str, path: Path) -> Path:
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+
+
+def write_results_csv(workdir: Path, db_url: str, path: Path) -> Path:
+    """Write one row per (student, chapter, test): the long format a spreadsheet filters.
+
+    Columns (:data:`RESULT_COLUMNS`): ``points`` and ``max`` as the gradebook counts them (a
+    manual grade wins, extra credit added); ``status`` and ``reason`` as the grader decided
+    (``passed``, ``failed``, ``error``, ``timed out``, ``not run``, ...); ``manual`` is ``yes``
+    when the points were set by hand; ``comment`` what was written on the exercise in formgrader;
+    ``late`` ``yes`` for a submission the LMS marked late. A submission that was not graded
+    (unreadable, wrong chapter) has its tests as ``not run`` with the reason.
+    """
+    marks = review.read(db_url)
+    rows = []
+    for result_path in sorted((workdir / "results").glob("*/*.json")):
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+        merged = review.merge(result, *marks.of(result["student"], result["chapter"]))
+        for t in merged.get("tests", []):
+            rows.append({
+                "student": result["student"], "chapter": result["chapter"], "test": t["grade_id"],
+                "points": _fmt(t["points"]), "max": _fmt(t["max_points"]), "status": t["status"],
+                "reason": t.get("reason", ""), "manual": "yes" if t.get("manual") else "",
+                "comment": t.get("comment", ""), "late": "yes" if result.get("late") else "",
+            })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -1,51 +1,91 @@
-"""``course feedback``: per-student HTML that says which test failed and why, never how it tests."""
+"""``course feedback``: per-student HTML that says which test failed and why, never how it tests.
+
+Pages go to ``WORKDIR/course-feedback/<student>/<chapter>/<notebook>.html`` beside one shared
+``feedback.css`` (nbgrader's own ``feedback/`` folder is left to nbgrader, which the workspace's
+``nbgrader_config.py`` stops from writing pages there: :mod:`grader.interop`). Scores and
+comments come from the gradebook at the time the pages are made, so a manual grade entered in
+formgrader shows on the page and the rows add up to the score. Pages are built in parallel.
+"""
 
 from __future__ import annotations
 
 import html
 import json
 import logging
+import os
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
-import nbformat
-from nbformat import NotebookNode
-from nbformat.v4 import new_markdown_cell, new_output
-
 from course_utils.observe import MIME
-from grader import cells, project
+from grader import cells, interop, pages, project, review
 from grader.grade import Workspace
-from grader.release import build_release
 
 log = logging.getLogger(__name__)
 
+FEEDBACK_DIR = "course-feedback"
+STYLESHEET = "feedback.css"
 #: Marks drawn from common fonts (DejaVu has them), so they show wherever the page is opened.
 ICON = {"passed": "✓"}
 FAIL_ICON = "✗"
 AFTER_TESTS = "(output not shown: this cell ran after the grader's tests)\n"
-
-
-def summary_markdown(result: dict) -> str:
-    """The table on top of a feedback page: each test's name, points, status and reason."""
-    lines = [
-        f"# Feedback — {result['chapter']} — {result['student']}",
-        "",
-        f"**Score: {result['score']:g} / {result['max_score']:g}**"
-        + (f" — {html.escape(result['message'])}" if result.get("message") else ""),
-        "",
-        "| test | points | result | why |",
-        "|---|---:|---|---|",
-    ]
-    for t in result.get("tests", []):
-        reason = html.escape(t.get("reason", "")).replace("|", "\\|").replace("\n", " ")
-        lines.append(
-            f"| `{t['grade_id']}` | {t['points']:g} / {t['max_points']:g} | "
-            f"{ICON.get(t['status'], FAIL_ICON)} {t['status']} | {reason} |"
-        )
-    return "\n".join(lines)
-
-
 #: What of a learner's rich output a page may show: text and pictures, never markup or script.
 INERT = ("text/plain", "image/png", "image/jpeg")
+#: A worker costs a fork and its start (~0.1 s); below this many pages each, one process is faster.
+MIN_PAGES_PER_WORKER = 50
+
+
+def feedback_dir(workdir: Path) -> Path:
+    """Where ``course feedback`` writes (never nbgrader's ``feedback/``)."""
+    return workdir / FEEDBACK_DIR
+
+
+def _points(t: dict) -> str:
+    return f"{t['points']:g} / {t['max_points']:g}"
+
+
+def verdict_line(t: dict | None) -> str:
+    """What a test cell shows on the page instead of its output."""
+    if t is None:
+        return "not graded"
+    line = f"{ICON.get(t['status'], FAIL_ICON)} {t['status']}"
+    if t.get("manual"):
+        line += f" (the grader's tests gave {t.get('auto_points', 0):g}; manual grade {_points(t)} points)"
+    else:
+        line += f" ({t['points']:g}/{t['max_points']:g} points)"
+    if t.get("reason"):
+        line += f": {t['reason']}"
+    if t.get("comment"):
+        line += f"\ncomment: {t['comment']}"
+    return line
+
+
+def summary_html(result: dict) -> str:
+    """The top of a page: the score (the sum of the rows), then each test's points, result, reason, comment."""
+    esc = html.escape
+    tests = result.get("tests", [])
+    parts = [
+        f"<h1>Feedback — {esc(result['chapter'])} — {esc(result['student'])}</h1>",
+        f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}"
+        + (f" — {esc(result['message'])}" if result.get("message") else "") + "</p>",
+    ]
+    if any(t.get("manual") for t in tests):
+        parts.append('<p class="manual">Some points were set by hand; the table shows them.</p>')
+    rows = []
+    for t in tests:
+        cls = "passed" if t["status"] == "passed" else "failed"
+        points = _points(t) + (' <span class="manual">(manual)</span>' if t.get("manual") else "")
+        rows.append(
+            f"<tr><td><code>{esc(t['grade_id'])}</code></td><td class=\"num\">{points}</td>"
+            f"<td class=\"{cls}\">{ICON.get(t['status'], FAIL_ICON)} {esc(t['status'])}</td>"
+            f"<td>{esc(t.get('reason', ''))}</td><td class=\"comment\">{esc(t.get('comment', ''))}</td></tr>"
+        )
+    if rows:
+        parts.append("<table><thead><tr><th>test</th><th>points</th><th>result</th><th>why</th>"
+                     "<th>grader's comment</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    for name, text in sorted(result.get("comments", {}).items()):
+        parts.append(f"<p class=\"comment\">Comment on <code>{esc(name)}</code>: {esc(text)}</p>")
+    return "\n".join(parts)
 
 
 def inert(outputs: list) -> list:
@@ -61,65 +101,107 @@ def inert(outputs: list) -> list:
     return kept
 
 
-def redact(nb: NotebookNode, release: NotebookNode, result: dict) -> NotebookNode:
+def redact(nb_cells: list[dict], visible: dict[str, str], result: dict) -> list[dict]:
     """Show each test cell as the learner received it, with its verdict instead of its output.
 
     The grader ran the hidden tests; their source, and any traceback that could quote it,
-    is replaced here by the visible tests and a one-line result.
+    is replaced here by the visible tests and a one-line result. Whatever the learner's cells
+    printed once a test had run is left out (a cell could print what it read during a test).
     """
-    visible = {cells.grade_id(c): cells.source_text(c) for c in release.cells if cells.is_test(c)}
     verdicts = {t["grade_id"]: t for t in result.get("tests", [])}
-    tests_ran = False
-    for cell in nb.cells:
-        if cell.cell_type != "code":
+    tests_ran, out = False, []
+    for cell in nb_cells:
+        if cells.has_tag(cell, "injected-parameters"):  # grading machinery, not the learner's work
             continue
-        cell.metadata.pop("papermill", None)
-        if not cells.is_test(cell):
-            if tests_ran:  # whatever the learner's code printed once hidden tests had run stays out
-                cell.outputs = [new_output("stream", name="stdout", text=AFTER_TESTS)] if cell.get("outputs") else []
+        cell = dict(cell)
+        if cell.get("cell_type") == "code":
+            if cells.is_test(cell):
+                tests_ran = True
+                gid = cells.grade_id(cell)
+                cell["source"] = visible.get(gid, "# (tests)")
+                cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": verdict_line(verdicts.get(gid))}]
+            elif tests_ran:
+                cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": AFTER_TESTS}] if cell.get("outputs") else []
             else:
-                cell.outputs = inert(cell.get("outputs", []))
-            continue
-        tests_ran = True
-        gid = cells.grade_id(cell)
-        cell.source = visible.get(gid, "# (tests)")
-        t = verdicts.get(gid)
-        text = (
-            f"{ICON.get(t['status'], FAIL_ICON)} {t['status']} ({t['points']:g}/{t['max_points']:g} points)"
-            + (f": {t['reason']}" if t.get("reason") else "")
-            if t
-            else "not graded"
-        )
-        cell.outputs = [new_output("stream", name="stdout", text=text + "\n")]
-    nb.cells.insert(0, new_markdown_cell(summary_markdown(result)))
-    # drop the injected-parameters cell: it is grading machinery, not the learner's work
-    nb.cells = [c for c in nb.cells if not cells.has_tag(c, "injected-parameters")]
-    return nb
+                cell["outputs"] = inert(cell.get("outputs") or [])
+        out.append(cell)
+    return out
 
 
-def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS) -> list[Path]:
-    """Write ``feedback/<student>/<chapter>/<notebook>.html`` for every graded result."""
-    from nbconvert import HTMLExporter
+def render(job: tuple[dict, str | None, dict[str, str], str]) -> int:
+    """Write one page (run in a worker); returns its size in bytes."""
+    result, autograded, visible, dest = job
+    nb_cells: list[dict] = []
+    if autograded is not None and os.path.exists(autograded):
+        with open(autograded, encoding="utf-8") as fh:
+            nb_cells = json.load(fh).get("cells", [])
+    title = f"Feedback — {result['chapter']} — {result['student']}"
+    body = pages.page(title, summary_html(result), redact(nb_cells, visible, result), f"../../{STYLESHEET}")
+    data = body.encode("utf-8")
+    path = Path(dest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return len(data)
 
+
+_todo: list[tuple[dict, str | None, dict[str, str], str]] = []
+
+
+def _render_range(start: int, count: int) -> list[int]:
+    """Render pages ``start`` .. ``start + count`` of the forked parent's list (in a worker)."""
+    return [render(job) for job in _todo[start:start + count]]
+
+
+def visible_tests(chapter: str, source: Path) -> dict[str, str]:
+    """Each test cell's source as the release gives it to learners (hidden tests removed)."""
+    from grader.release import build_release
+
+    release = build_release(chapter, source)
+    return {cells.grade_id(c): cells.source_text(c) for c in release.cells if cells.is_test(c)}
+
+
+def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS, db_url: str | None = None,
+         jobs: int | None = None) -> list[Path]:
+    """Write ``course-feedback/<student>/<chapter>/<notebook>.html`` for every graded result.
+
+    Args:
+        workdir: the grading workspace.
+        solutions_dir: the chapters' source notebooks (for the visible tests).
+        db_url: the gradebook (manual grades and comments); the workspace's SQLite file by default.
+        jobs: pages built at once (default: the CPU count; 1 builds them in this process).
+    """
     ws = Workspace(workdir)
-    exporter = HTMLExporter(template_name="lab")
-    releases: dict[str, NotebookNode] = {}
-    written = []
+    interop.write_nbgrader_config(workdir)
+    marks = review.read(db_url or ws.default_db_url())
+    out_dir = feedback_dir(workdir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / STYLESHEET).write_bytes(pages.STYLESHEET.read_bytes())
+    visible: dict[str, dict[str, str]] = {}
+    todo: list[tuple[dict, str | None, dict[str, str], str]] = []
     for result_path in sorted(ws.results.glob("*/*.json")):
         result = json.loads(result_path.read_text(encoding="utf-8"))
         chapter, student = result["chapter"], result["student"]
         source = project.source_notebook(chapter, solutions_dir)
-        if chapter not in releases:
-            releases[chapter] = build_release(chapter, source)
+        if chapter not in visible:
+            visible[chapter] = visible_tests(chapter, source)
+        result = review.merge(result, *marks.of(student, chapter))
         autograded = ws.autograded / student / chapter / source.name
-        if autograded.exists():
-            nb = nbformat.read(str(autograded), as_version=4)
-        else:  # nothing ran (unreadable or missing): the page is the summary alone
-            nb = nbformat.v4.new_notebook()
-        nb = redact(nb, releases[chapter], result)
-        body, _ = exporter.from_notebook_node(nb)
-        out = ws.feedback / student / chapter / f"{source.stem}.html"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(body, encoding="utf-8")
-        written.append(out)
-    return written
+        dest = out_dir / student / chapter / f"{source.stem}.html"
+        todo.append((result, str(autograded) if autograded.exists() else None, visible[chapter], str(dest)))
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(todo) // MIN_PAGES_PER_WORKER))
+    if workers == 1:
+        sizes = [render(job) for job in todo]
+    else:  # forked workers inherit the jobs and this process's imports: only page ranges travel
+        global _todo
+        _todo = todo
+        try:
+            step = -(-len(todo) // (4 * workers))
+            with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+                sizes = [n for part in pool.map(_render_range, range(0, len(todo), step), [step] * len(todo))
+                         for n in part]
+        finally:
+            _todo = []
+    log.info("wrote %d page(s), %d KB in all", len(sizes), sum(sizes) // 1024)
+    return [Path(job[3]) for job in todo]

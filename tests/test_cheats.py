@@ -285,7 +285,7 @@ def test_no_feedback_page_shows_a_hidden_test(graded):
             _, part = cells.split_hidden(cells.source_text(c))
             hidden += [line.strip() for line in part.splitlines() if len(line.strip()) > 25]
     assert hidden
-    pages = list((work / "feedback").rglob("*.html"))
+    pages = list(feedback.feedback_dir(work).rglob("*.html"))
     assert len(pages) == len(CHEATS) + 1
     for page in pages:
         text = html.unescape(page.read_text(encoding="utf-8"))

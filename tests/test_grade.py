@@ -130,7 +130,7 @@ def test_grades_csv_has_a_row_per_student(graded):
 
 def test_feedback_shows_reasons_but_never_hidden_tests(graded):
     pages = feedback.main(graded["work"], solutions_dir=graded["solutions"])
-    bob = (graded["work"] / "feedback" / "bob" / CH / "mini.html").read_text()
+    bob = (feedback.feedback_dir(graded["work"]) / "bob" / CH / "mini.html").read_text()
     assert len(pages) == len(list((graded["work"] / "results").glob("*/*.json")))
     assert "test_ex2_row_sums" in bob and "NotImplementedError" in bob and "Score: 4 / 10" in bob
     for page in pages:
