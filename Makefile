@@ -53,9 +53,22 @@ check-release: $(STAMP) ## Fail if notebooks/ is stale or leaks a solution or hi
 notebooks: $(STAMP) ## Execute every chapter with papermill: solutions pass, releases fail each test
 	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS) $(if $(FAST),--fast,)
 
+# `make lab` is the learner's JupyterLab: jupyter/learner/ (first on JUPYTER_CONFIG_PATH) switches
+# nbgrader's instructor tools and the "Jupyter news" toast off. Run as root (a container, a
+# JupyterHub image), Jupyter needs --allow-root: added when `id -u` is 0. LAB_ARGS passes more
+# options, e.g. LAB_ARGS="--no-browser --ServerApp.ip=0.0.0.0".
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+LEARNER_CONFIG := $(CURDIR)/jupyter/learner
+
 .PHONY: lab
-lab: $(STAMP) ## Open the course in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+lab: $(STAMP) ## Open the course in JupyterLab as a learner sees it (no nbgrader tools; LAB_ARGS for more options)
+	JUPYTER_CONFIG_PATH="$(LEARNER_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab notebooks/ $(LAB_ROOT) $(LAB_ARGS)
+
+.PHONY: lab-instructor
+lab-instructor: $(STAMP) ## JupyterLab on the whole repository with nbgrader's tools (formgrader in a workspace)
+	$(BIN)/jupyter lab $(LAB_ROOT) $(LAB_ARGS)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian tools some tests use (bubblewrap sandbox, graphviz's dot) when root
