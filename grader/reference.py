@@ -26,9 +26,13 @@ from grader.observations import first_error, observations
 
 log = logging.getLogger(__name__)
 
-_CODE = [Path(__file__).parent / n for n in ("instrument.py", "observations.py", "verdict.py", "reference.py")] + [
-    Path(__file__).parent.parent / "course_utils" / n for n in ("observe.py", "checks.py", "env.py")
-]
+#: Code a recorded reference depends on: the learner-side helpers (checks, observations, the
+#: datasets of course_utils.data), how notebooks are prepared and run (the engines, the
+#: preloaded modules and warm-up of grader.integrity), how observations are read. All of it,
+#: rather than a list to keep in step: a change costs one solution run per chapter.
+_CODE = sorted(
+    p for folder in (Path(__file__).parent, Path(__file__).parent.parent / "course_utils") for p in folder.rglob("*.py")
+)
 
 
 def options_key(options: dict[str, Any]) -> bytes:

@@ -179,3 +179,18 @@ def test_values_in_a_tests_message_are_written_in_only_as_plain_data_or_visible_
     ref = _record("assert", True, line=1)
     got = _record("assert", False, line=1, values=("f(ones(3))", False, "SECRET source of a hidden test"))
     assert verdict.compare(got, ref, test.asserts) == "f(ones(3)) returned False and …"
+
+
+def test_a_cached_reference_depends_on_all_the_code_that_records_it(tmp_path):
+    """The engines, the preloaded modules and course_utils' datasets change what a solution run
+    records: a change to any of them must not reuse an old reference."""
+    from pathlib import Path
+
+    import course_utils
+    import grader
+    from grader import reference
+
+    files = {p.resolve() for p in reference._CODE}
+    for needed in (Path(grader.__file__).parent / "engines" / "fork.py", Path(grader.__file__).parent / "integrity.py",
+                   Path(course_utils.__file__).parent / "data.py", Path(course_utils.__file__).parent / "checks.py"):
+        assert needed.resolve() in files
