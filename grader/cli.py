@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from grader.exceptions import CourseError
+from grader.workspace import (
+    DB_URL_ENV,
+    MEMORY_FLOOR_MB,
+    MEMORY_MEASURED_MB,
+    GradebookUrl,
+    Workspace,
+    check_options,
+    db_url_of,
+    given_db_url,
+    unwritable,
+)
+
+__all__ = ["DB_URL_ENV", "cli", "main", "resolve_db_url"]
 
 
 def _setup_logging(verbose: int) -> None:
@@ -21,10 +33,50 @@ def _setup_logging(verbose: int) -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR if verbose == 0 else level)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+#: -v given to this invocation: an error then shows its traceback
+_verbose = 0
+
+
+class _Course(click.Group):
+    """``course``: an error the user can fix ends in one line on stderr and a non-zero exit status
+    (2; 75 when the workspace is busy; 130 on Ctrl-C); ``course -v`` shows its traceback too."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        global _verbose
+        _verbose = 0
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            status = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f" (see `{exc.ctx.command_path} -h`)" if exc.ctx else ""
+            _fail(exc, f"{exc.format_message().rstrip('.')}{where}", exc.exit_code)
+        except click.ClickException as exc:
+            _fail(exc, exc.format_message(), exc.exit_code)
+        except CourseError as exc:
+            _fail(exc, exc.one_line(), exc.exit_code)
+        except (click.Abort, KeyboardInterrupt) as exc:
+            _fail(exc, "interrupted", 130)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def _fail(exc: BaseException, line: str, status: int) -> None:
+    if _verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    click.echo(f"error: {line}", err=True)
+    sys.exit(status)
+
+
+@click.group(cls=_Course, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug); an error shows its traceback.")
 def cli(verbose: int) -> None:
     """Release, check and grade the PyTorch Foundations course."""
+    global _verbose
+    _verbose = verbose
     _setup_logging(verbose)
 
 
@@ -71,22 +123,31 @@ def clean_notebooks(check: bool, paths: tuple[Path, ...]) -> None:
     click.echo(f"cleaned {len(changed)} of {len(targets)} notebook(s)")
 
 
-DB_URL_ENV = "COURSE_DB_URL"
-
-
 def resolve_db_url(db_url: str | None, db_url_file: Path | None) -> str | None:
-    """The gradebook's URL: ``--db-url``, else ``--db-url-file``, else ``$COURSE_DB_URL``.
+    """The gradebook's URL given to a command: ``--db-url``, else ``--db-url-file``, else
+    ``$COURSE_DB_URL`` (removed from the environment once read: see :func:`grader.workspace.given_db_url`)."""
+    given = given_db_url(db_url, db_url_file)
+    return given.url if given else None
 
-    The variable is removed from this process's environment once read, so that nothing
-    started later (workers, servers, kernels) inherits it; kernels get a stripped environment
-    in any case (:func:`grader.engines.execution.kernel_env`).
-    """
-    from_env = os.environ.pop(DB_URL_ENV, None)
-    if db_url_file is not None:
-        lines = db_url_file.read_text(encoding="utf-8").strip().splitlines()
-        db_url = db_url or (lines[0].strip() if lines else None)
-    db_url = db_url or from_env or None
-    return db_url
+
+def _gradebook_of(workdir: Path, db_url: str | None, db_url_file: Path | None) -> tuple[Workspace, GradebookUrl]:
+    """A graded workspace and its gradebook (given, else remembered), checked to exist: one line if not."""
+    from grader import gradebook
+
+    ws = Workspace(workdir)
+    ws.require_graded()
+    gb = db_url_of(ws, given_db_url(db_url, db_url_file))
+    gradebook.check(gb.url, create=False)
+    return ws, gb
+
+
+def _db_url_options(command):
+    """``--db-url`` and ``--db-url-file`` of a command that reads the gradebook."""
+    command = click.option("--db-url-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                           help="Read the gradebook's URL from this file (first line).")(command)
+    return click.option("--db-url", default=None,
+                        help="SQLAlchemy URL of the gradebook [default: $COURSE_DB_URL, else the one WORKDIR was "
+                             "graded into (workspace.json)].")(command)
 
 
 def _warn_if_password_in_argv(db_url: str | None) -> None:
@@ -146,16 +207,19 @@ def _score_table(reports, width: int | None = None) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Device the notebooks run on.")
 @click.option("--timeout", "cell_timeout", type=int, default=60, show_default=True,
-              help="Seconds one cell may run before it is stopped (that test scores 0).")
+              help="Seconds one cell may run before it is stopped (that test scores 0); at least 1.")
 @click.option("--memory-mb", type=int, default=2048, show_default=True,
-              help="Address-space cap of each kernel (0: none).")
+              help=f"Memory cap of each submission in MiB (its processes together where cgroups work, else each "
+                   f"process's address space); 0: none. At least {MEMORY_FLOOR_MB}: a chapter-01 submission needed "
+                   f"{MEMORY_MEASURED_MB} MiB in a Jupyter kernel.")
 @click.option("--no-sandbox", is_flag=True,
               help="Do not use bubblewrap even where it works (refused without --unsafe-no-sandbox).")
 @click.option("--unsafe-no-sandbox", is_flag=True,
               help="Confirm --no-sandbox: submissions then run as this user, can read the solutions and the "
                    "gradebook, signal the grader and use the network. Only for code you trust.")
 @click.option("--chapter", default=None, help="Chapter of an LMS zip (guessed from file names).")
-@click.option("--force", is_flag=True, help="Re-grade submissions already graded.")
+@click.option("--force", is_flag=True,
+              help="Re-grade submissions already graded (needed when a changed option would re-grade recorded results).")
 @click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Folder of the chapters' source notebooks [default: this course's solutions/].")
 @click.option("--engine", type=click.Choice(["fork", "kernel"]), default="fork", show_default=True,
@@ -169,19 +233,42 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     """Auto-grade SUBMISSIONS into the gradebook.
 
     SUBMISSIONS is a folder laid out <student>/<chapter>/<notebook>.ipynb, or a zip
-    downloaded from Canvas or Moodle.
+    downloaded from Canvas or Moodle. Options not given (--timeout, --memory-mb, --device,
+    --engine, --solutions, the gradebook) are the ones WORKDIR was last graded with.
     """
     from tqdm import tqdm
 
-    from grader import export, interop, report
+    from grader import export, gradebook, interop, report
     from grader import grade as mod
     from grader.engines.sandbox import isolation_summary
 
     if no_sandbox and not unsafe_no_sandbox:
         raise click.UsageError("--no-sandbox runs every submission as this user, able to read the solutions and the "
                                "gradebook and to signal the grader: add --unsafe-no-sandbox to confirm (trusted code only)")
+    ws = Workspace(workdir)
+    remembered = ws.settings() if workdir.is_dir() else {}
+    ctx = click.get_current_context()
+    previous = remembered.get("grading") or {}
+    reused = []
+    for name, flag in (("cell_timeout", "--timeout"), ("memory_mb", "--memory-mb"), ("device", "--device"),
+                       ("engine", "--engine")):
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT and name in previous:
+            value = previous[name] or 0 if name == "memory_mb" else previous[name]  # no cap: None there, 0 here
+            if value != ctx.params[name]:
+                reused.append(f"{flag} {value}")
+            ctx.params[name] = value
+    cell_timeout, memory_mb = ctx.params["cell_timeout"], ctx.params["memory_mb"]
+    device, engine = ctx.params["device"], ctx.params["engine"]
+    if solutions_dir is None and remembered.get("solutions") and Path(remembered["solutions"]).is_dir():
+        solutions_dir = Path(remembered["solutions"])
+    check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
     _warn_if_password_in_argv(db_url)
-    db_url = resolve_db_url(db_url, db_url_file)
+    gb = db_url_of(ws, given_db_url(db_url, db_url_file))
+    if gb.origin != "default":  # the default one is created in the workspace
+        gradebook.check(gb.url, create=True)
+    db_url = None if gb.origin == "default" else gb.url
+    if reused:
+        click.echo(f"grading with the options {workdir} was graded with: {', '.join(reused)} (workspace.json)", err=True)
     if no_sandbox:
         click.echo("isolation: NONE (--unsafe-no-sandbox): submissions run as this user, with its files, processes "
                    "and network; memory capped per process only", err=True)
@@ -197,15 +284,21 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
         bar.update(1)
         bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
-    reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
-                       cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
-                       chapter=chapter, force=force, engine=engine, scheduler=scheduler, on_progress=progress,
-                       on_start=lambda n: (interop.write_nbgrader_config(workdir), setattr(bar, "total", n),
-                                           bar.refresh()),
-                       **({"solutions_dir": solutions_dir} if solutions_dir else {}))
-    bar.close()
+    def started(n: int) -> None:
+        interop.write_nbgrader_config(workdir)
+        ws.remember(gradebook=gb.remembered())
+        bar.total = n
+        bar.refresh()
+
+    try:
+        reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,
+                           cell_timeout=cell_timeout, memory_mb=memory_mb or None, isolate=not no_sandbox,
+                           chapter=chapter, force=force, engine=engine, scheduler=scheduler, on_progress=progress,
+                           on_start=started, **({"solutions_dir": solutions_dir} if solutions_dir else {}))
+    finally:
+        bar.close()
     click.echo(_score_table(reports))
-    url = db_url or mod.Workspace(workdir).default_db_url()
+    url = gb.url
     csv_path = export.write_grades_csv(url, workdir / interop.GRADES_CSV)
     export.write_results_csv(workdir, url, workdir / interop.RESULTS_CSV)
     report_path = report.main(workdir, db_url=url)
@@ -215,20 +308,23 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
 
 @cli.command("report")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
-def report_cmd(workdir: Path) -> None:
+@_db_url_options
+def report_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None) -> None:
     """Write the class report: pass rate per test (hardest first), score histogram, flags."""
     from grader import report
 
-    path = report.main(workdir)
+    _, gb = _gradebook_of(workdir, db_url, db_url_file)
+    try:
+        path = report.main(workdir, db_url=gb.url)
+    except OSError as exc:
+        raise unwritable(workdir, exc) from exc
     click.echo(path.read_text(encoding="utf-8").split("## Scores by chapter")[0])
     click.echo(f"report written to {path.with_suffix('.html')} (and {path.name})")
 
 
 @cli.command("export")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
-@click.option("--db-url", default=None, help="SQLAlchemy URL of the gradebook [default: $COURSE_DB_URL, else sqlite in WORKDIR].")
-@click.option("--db-url-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Read the gradebook's URL from this file (first line).")
+@_db_url_options
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="[default: WORKDIR/course-grades.csv]")
 @click.option("--results-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -237,28 +333,39 @@ def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out:
                results_out: Path | None) -> None:
     """Write course-grades.csv (a row per student, a column per chapter, for an LMS) and results.csv (a row per test)."""
     from grader import export, interop
-    from grader.grade import Workspace
 
-    db_url = resolve_db_url(db_url, db_url_file)
-
-    url = db_url or Workspace(workdir).default_db_url()
-    path = export.write_grades_csv(url, out or workdir / interop.GRADES_CSV)
-    click.echo(f"wrote {path}")
-    click.echo(f"wrote {export.write_results_csv(workdir, url, results_out or workdir / interop.RESULTS_CSV)}")
-    interop.write_nbgrader_config(workdir)
+    _, gb = _gradebook_of(workdir, db_url, db_url_file)
+    url = gb.url
+    try:
+        path = export.write_grades_csv(url, out or workdir / interop.GRADES_CSV)
+        click.echo(f"wrote {path}")
+        click.echo(f"wrote {export.write_results_csv(workdir, url, results_out or workdir / interop.RESULTS_CSV)}")
+        interop.write_nbgrader_config(workdir)
+    except OSError as exc:
+        raise unwritable(workdir, exc) from exc
 
 
 @cli.command()
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("course-work"), show_default=True)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Pages built at once [default: CPU count].")
 @click.option("--solutions", "solutions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=None, help="Folder of the chapters' source notebooks [default: this course's solutions/].")
-def feedback(workdir: Path, jobs: int | None, solutions_dir: Path | None) -> None:
+              default=None, help="Folder of the chapters' source notebooks [default: the one WORKDIR was graded "
+                                 "with, else this course's solutions/].")
+@_db_url_options
+def feedback(workdir: Path, jobs: int | None, solutions_dir: Path | None, db_url: str | None,
+             db_url_file: Path | None) -> None:
     """Write per-student HTML feedback to WORKDIR/course-feedback/ (which test failed and why, manual
     grades and comments; no hidden-test source; pages that load nothing from a network)."""
     from grader import feedback as mod
 
-    paths = mod.main(workdir, jobs=jobs, **({"solutions_dir": solutions_dir} if solutions_dir else {}))
+    ws, gb = _gradebook_of(workdir, db_url, db_url_file)
+    remembered = ws.settings().get("solutions")
+    if solutions_dir is None and remembered and Path(remembered).is_dir():
+        solutions_dir = Path(remembered)
+    try:
+        paths = mod.main(workdir, jobs=jobs, db_url=gb.url, **({"solutions_dir": solutions_dir} if solutions_dir else {}))
+    except OSError as exc:
+        raise unwritable(workdir, exc) from exc
     click.echo(f"wrote {len(paths)} feedback page(s) under {mod.feedback_dir(workdir)}")
 
 
@@ -274,12 +381,8 @@ def samples(dest: Path, chapters: tuple[str, ...]) -> None:
 
 
 def main() -> None:
-    """Entry point of the ``course`` console script."""
-    try:
-        cli(standalone_mode=True)
-    except CourseError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    """Entry point of the ``course`` console script (errors: see :class:`_Course`)."""
+    cli()
 
 
 if __name__ == "__main__":

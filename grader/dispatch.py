@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import signal
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -81,9 +82,10 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
     if engine == "fork":
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
     else:
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_leave_interrupts_to_the_coordinator)
     broken = []
-    with pool:
+    try:
         for item, future in _as_submitted(pool, todo, engine):
             try:
                 yield item[0], item[2], future.result()
@@ -91,12 +93,35 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
                 broken.append(item)
             except Exception as exc:
                 yield item[0], item[2], exc
+    except BaseException:  # Ctrl-C, or the coordinator stopped reading: stop at once, start nothing more
+        _abandon(pool, engine)
+        raise
+    pool.shutdown()
     for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
         with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
             try:
                 yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (engine,)).result()
             except Exception as exc:
                 yield item[0], item[2], exc
+
+
+def _leave_interrupts_to_the_coordinator() -> None:
+    """A pool worker ignores Ctrl-C (the coordinator stops the batch and the workers). A handler,
+    not ``SIG_IGN``, which the kernels a worker starts would inherit."""
+    signal.signal(signal.SIGINT, lambda *_: None)
+
+
+def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
+    """Drop the submissions not started and stop those running: their results are not recorded,
+    so a rerun grades them."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    if isinstance(pool, concurrent.futures.ProcessPoolExecutor):
+        for child in multiprocessing.active_children():  # the pool's workers (kernels die with them)
+            child.kill()
+    elif engine == "fork":  # worker threads wait on children of the warm servers: stopping those frees them
+        from grader.engines import forkpool
+
+        forkpool.shutdown()
 
 
 def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str) -> Iterator[tuple]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 class CourseError(Exception):
-    """Base class: a problem the instructor can fix; the CLI prints it without a traceback."""
+    """Base class: a problem the instructor can fix; the CLI prints it as one line, without a traceback."""
+
+    #: the ``course`` command's exit status when this error ends it
+    exit_code = 2
 
     def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
         self.message = message
@@ -15,6 +18,11 @@ class CourseError(Exception):
             text += f"\n  hint: {hint}"
         super().__init__(text)
 
+    def one_line(self) -> str:
+        """Where, what and the fix, on one line (what the ``course`` command prints)."""
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{text}; {self.hint}" if self.hint else text
+
 
 class ChapterNotFound(CourseError):
     """A chapter named on the command line has no source notebook in solutions/."""
@@ -24,8 +32,40 @@ class ReleaseError(CourseError):
     """The release is stale against solutions/, or leaks a solution or a hidden test."""
 
 
+class SourceError(CourseError):
+    """A chapter's source notebook cannot be released: a solution or hidden-test region is not closed."""
+
+
 class SubmissionError(CourseError):
     """A submission cannot be graded (unreadable file, wrong chapter, ...): costs that submission only."""
+
+
+class NothingToGrade(CourseError):
+    """The submissions given hold no submission at all."""
+
+
+class OptionError(CourseError):
+    """A grading option is out of range, or would re-grade recorded results without ``--force``."""
+
+
+class GradebookError(CourseError):
+    """The gradebook's URL is malformed, its database unreachable, or its password unknown."""
+
+
+class WorkspaceError(CourseError):
+    """The workspace is missing, was never graded, or cannot be written."""
+
+
+class WorkspaceBusy(WorkspaceError):
+    """Another ``course grade`` holds the workspace's lock."""
+
+    exit_code = 75  # EX_TEMPFAIL: try again later
+
+
+class Interrupted(CourseError):
+    """The instructor pressed Ctrl-C: what was recorded stays, a rerun resumes."""
+
+    exit_code = 130  # 128 + SIGINT, as a shell reports it
 
 
 class NotebookRunError(CourseError):

@@ -14,7 +14,9 @@ from pathlib import Path
 from nbgrader.api import MissingEntry
 
 from grader import review
+from grader.exceptions import GradebookError
 from grader.gradebook import open_gradebook
+from grader.workspace import mask
 
 #: Columns of results.csv, in order.
 RESULT_COLUMNS = ["student", "chapter", "test", "points", "max", "status", "reason", "manual", "comment", "late"]
@@ -44,6 +46,9 @@ def write_grades_csv(db_url: str, path: Path) -> Path:
             row["total"] = _fmt(total)
             row["max_total"] = _fmt(sum(max_by_chapter.values()))
             rows.append(row)
+    if not rows:  # a header-only file uploaded to an LMS would look like a class without grades
+        raise GradebookError(f"the gradebook {mask(db_url)} holds no graded student; {path.name} not written",
+                             hint="pass the --db-url the workspace was graded with, or grade first")
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=["student_id", "student_name", *chapters, "total", "max_total"])

@@ -10,7 +10,10 @@ misbehaving submission costs that submission and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
+import inspect
 import logging
 import os
 import shutil
@@ -25,11 +28,13 @@ from grader import dispatch, instrument, project, record, reference
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
 from grader.engines.execution import ExecOptions
+from grader.exceptions import Interrupted, NothingToGrade, OptionError
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
 from grader.record import Report, Workspace, passed_tests
-from grader.release import build_release
+from grader.release import build_release, check_regions
+from grader.workspace import LOCK, check_options, describe_change
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]
 
@@ -46,6 +51,44 @@ def _fingerprint(*parts: bytes) -> str:
     return h.hexdigest()[:32]
 
 
+def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
+    """Check the options first, then grade holding the workspace's lock (:meth:`Workspace.lock`):
+    a second batch on the same workspace is refused, and only one creates its gradebook."""
+
+    @functools.wraps(grade)
+    def checked(*args, **kwargs) -> list[Report]:
+        bound = inspect.signature(grade).bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = bound.arguments
+        check_options(cell_timeout=given["cell_timeout"], memory_mb=given["memory_mb"], jobs=given["jobs"])
+        if given["engine"] not in ENGINES:
+            raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
+        workdir = Path(given["workdir"])
+        existed = workdir.exists()
+        try:
+            with Workspace(workdir).lock():
+                try:
+                    return grade(*bound.args, **bound.kwargs)
+                except KeyboardInterrupt:  # before any submission ran (see main for one in the batch)
+                    raise Interrupted("interrupted before grading began; rerun to grade") from None
+        except BaseException:
+            if not existed:  # refused before anything was written: leave no empty workspace behind
+                _remove_if_only_lock(workdir)
+            raise
+
+    return checked
+
+
+def _remove_if_only_lock(workdir: Path) -> None:
+    try:
+        if {p.name for p in workdir.iterdir()} <= {LOCK}:
+            (workdir / LOCK).unlink(missing_ok=True)
+            workdir.rmdir()
+    except OSError:
+        pass
+
+
+@_one_batch_per_workspace
 def main(
     submissions: Path,
     workdir: Path,
@@ -88,6 +131,13 @@ def main(
             (not taken from an earlier run's results).
         on_start: called with the number of submissions about to be graded now.
 
+    Raises:
+        OptionError: an option is out of range, or differs from the one the recorded results
+            were graded with (which it would re-grade) and ``force`` is not set.
+        NothingToGrade: ``submissions`` holds no notebook.
+        WorkspaceBusy: another batch is grading into ``workdir``.
+        Interrupted: Ctrl-C; what was recorded stays, and a rerun resumes.
+
     Returns:
         One :class:`Report` per status line, sorted by student and chapter.
     """
@@ -107,11 +157,17 @@ def main(
             log.warning("%s: %s", submissions.name, note)
         submissions = unpacked
     found = discover(submissions, expected)
+    waiting = sum(sub.path is not None for sub in found)
+    if not waiting:
+        what = (f"{len({s.student for s in found})} student folder(s), none with a notebook in a chapter folder"
+                if found else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
+        raise NothingToGrade(f"no submission to grade ({what})", where=str(submissions),
+                             hint=f"chapters are {', '.join(chapters) or 'none'}")
+    for name in sorted({s.chapter for s in found if s.chapter in sources}):  # before the gradebook is touched
+        check_regions(name, nbformat.read(str(sources[name]), as_version=4))
+    gbmod.check(db_url, create=True)
     hide = sorted({str(p.resolve()) for p in (workdir, submissions, solutions_dir)})
     base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
-    waiting = sum(sub.path is not None for sub in found)
     if engine == "fork" and scheduler is None and waiting:
         from grader.engines import forkpool
 
@@ -127,9 +183,10 @@ def main(
         releases[chapter] = build_release(chapter, sources[chapter])
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
+    before = _remembered_options(ws, base)
+    changed = 0  # recorded results these options would re-grade (same file, same chapter source)
     for sub in found:
         if sub.path is None:
-            reports.append(record.unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
             continue
         source = sources[sub.chapter]
         options = asdict(chapter_options(base, source.parent))
@@ -139,7 +196,22 @@ def main(
         if cached is not None and not force:
             reports.append(cached)
             continue
+        if before is not None and not force:
+            old = _fingerprint(raw, source.read_bytes(), reference.options_key(asdict(chapter_options(before, source.parent))),
+                               GRADER_REVISION.encode())
+            changed += record.recorded_fingerprint(ws, sub) == old
         candidates.append((sub, options, raw, fp))
+    if changed:
+        shown = {k: v for k, v in asdict(base).items() if k != "hide"}
+        was = {k: v for k, v in asdict(before).items() if k != "hide"}
+        raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
+                          "grading them with these would replace their grades",
+                          hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
+    ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k != "hide"}},
+                solutions=str(Path(solutions_dir).resolve()))
+    for sub in found:
+        if sub.path is None:
+            reports.append(record.unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
 
     # The solutions' runs, before any learner code of this batch runs (see grader.reference).
     references: dict[str, dict[str, list[dict]]] = {}
@@ -195,14 +267,29 @@ def main(
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if on_start:
         on_start(len(candidates))
-    for sub, fp, outcome in dispatch.execute_all(todo(), jobs, engine, scheduler):
-        judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
-        report = record.record(ws, sub, fp, outcome, db_url, sources[sub.chapter], judged)
-        reports.append(report)
-        if on_progress:
-            on_progress(report)
+    done = len(reports)
+    try:
+        for sub, fp, outcome in dispatch.execute_all(todo(), jobs, engine, scheduler):
+            judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
+            report = record.record(ws, sub, fp, outcome, db_url, sources[sub.chapter], judged)
+            reports.append(report)
+            if on_progress:
+                on_progress(report)
+    except KeyboardInterrupt:
+        graded, total = len(reports) - done, len(candidates)
+        raise Interrupted(f"interrupted: {graded} of {total} submission(s) graded in this run, "
+                          "their results recorded; rerun the same command to resume") from None
     reports.sort(key=lambda r: (r.student, r.chapter))
     return reports
+
+
+def _remembered_options(ws: Workspace, base: ExecOptions) -> ExecOptions | None:
+    """The options the workspace's last batch graded with (None when it remembers none)."""
+    remembered = ws.settings().get("grading")
+    if not isinstance(remembered, dict):
+        return None
+    fields = {f.name for f in dataclasses.fields(ExecOptions)} - {"hide"}
+    return dataclasses.replace(base, **{k: v for k, v in remembered.items() if k in fields})
 
 
 def chapter_options(base: ExecOptions, chapter_dir: Path) -> ExecOptions:

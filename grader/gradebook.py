@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from nbgrader import api as nbgrader_api
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy import event
 
-from grader.exceptions import CourseError
+from grader.exceptions import CourseError, GradebookError
 from grader.release import build_release
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,90 @@ def open_gradebook(db_url: str) -> Iterator[Gradebook]:
                 gb.engine.dispose()
                 gb = None
             if gb is None:
-                gb = Gradebook(db_url)
+                gb = _create(db_url)
                 _tune_sqlite(gb, db_url)
                 _open[key] = (gb, _sqlite_file_id(db_url))
         try:
             yield gb
         finally:
             gb.db.rollback()
+
+
+def _create(db_url: str, attempts: int = 5) -> Gradebook:
+    """nbgrader's ``Gradebook(db_url)``, which creates the tables of a new database.
+
+    Two graders opening one new database at once (two workspaces on one PostgreSQL gradebook)
+    can both try to create a table: the loser's "already exists" means the other created it,
+    so it opens again. (Two ``course grade`` on one workspace never get here: the workspace's
+    lock keeps the second one out.)
+    """
+    for attempt in range(attempts):
+        try:
+            return Gradebook(db_url)
+        except Exception as exc:  # sqlalchemy's OperationalError / ProgrammingError / IntegrityError
+            if attempt == attempts - 1 or "already exists" not in str(exc) and "UNIQUE constraint" not in str(exc):
+                raise
+            log.info("the gradebook was being created by another grader; opening it again (%s)", exc)
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def check(db_url: str, *, create: bool) -> None:
+    """Fail early, in one sentence, on a gradebook that cannot work: a malformed URL, an unknown
+    database or driver, a server that cannot be reached, an SQLite file whose folder is missing.
+
+    Args:
+        db_url: the gradebook's SQLAlchemy URL.
+        create: whether the gradebook may be created (``course grade``); otherwise it must exist
+            and hold nbgrader's tables, so that reading it never creates an empty one.
+
+    Raises:
+        GradebookError: saying what is wrong with which URL (its password masked) and what to pass.
+    """
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+    from grader.workspace import mask
+
+    shown = mask(db_url)
+    example = "e.g. sqlite:////path/to/gradebook.db or postgresql://USER@HOST/DB"
+    try:
+        url = make_url(db_url)
+        dialect = url.get_dialect()
+    except NoSuchModuleError as exc:  # (an ArgumentError too)
+        raise GradebookError(f"{shown!r}: unknown database kind {url.drivername!r}", hint=example) from exc
+    except (ArgumentError, ValueError) as exc:
+        raise GradebookError(f"{shown!r} is not a database URL", hint=example) from exc
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        raise GradebookError(f"{shown}: the database driver is not installed ({exc})",
+                             hint="install the course with its [grader] extra (psycopg for PostgreSQL)") from exc
+    if url.get_backend_name() == "sqlite":
+        path = url.database
+        if not path or path == ":memory:":
+            raise GradebookError(f"{shown}: an in-memory SQLite gradebook keeps no grades", hint=example)
+        file = Path(path)
+        if not create and not file.is_file():
+            raise GradebookError(f"no gradebook at {file}",
+                                 hint="pass the --db-url the workspace was graded with, or grade first")
+        if create and not file.parent.is_dir():
+            raise GradebookError(f"{shown}: the folder {file.parent} does not exist", hint="create it first")
+    connect_args = {"connect_timeout": 10} if url.get_backend_name() == "postgresql" else {}
+    engine = create_engine(url, connect_args=connect_args)
+    try:
+        with engine.connect() as conn:
+            tables = inspect(conn).get_table_names()
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise GradebookError(f"cannot open the gradebook {shown}: {first[0] if first else type(exc).__name__}",
+                             hint="check the host, port, database name and credentials, and that the server runs") from exc
+    finally:
+        engine.dispose()
+    if not create and "assignment" not in tables:
+        raise GradebookError(f"the gradebook {shown} holds no grades (it has no nbgrader tables)",
+                             hint="pass the --db-url the workspace was graded with, or grade first")
 
 
 def _tune_sqlite(gb: Gradebook, db_url: str) -> None:

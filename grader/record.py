@@ -19,6 +19,7 @@ from grader import gradebook as gbmod
 from grader.engines.execution import Execution
 from grader.intake import Submission
 from grader.verdict import PASSED, TestResult, score
+from grader.workspace import Workspace
 
 
 @dataclass
@@ -36,35 +37,6 @@ class Report:
     cached: bool = False
     name: str | None = None  # the student's folder name when ``student`` was derived from it
     late: bool = False  # the LMS marked the submission late
-
-
-@dataclass
-class Workspace:
-    """The folders of a grading run (nbgrader's course-directory names)."""
-
-    root: Path
-
-    @property
-    def submitted(self) -> Path:
-        return self.root / "submitted"
-
-    @property
-    def autograded(self) -> Path:
-        return self.root / "autograded"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    @property
-    def feedback(self) -> Path:
-        return self.root / "feedback"
-
-    def default_db_url(self) -> str:
-        return f"sqlite:///{(self.root / 'gradebook.db').resolve()}"
-
-    def result_path(self, student: str, chapter: str) -> Path:
-        return self.results / student / f"{chapter}.json"
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -176,6 +148,16 @@ def cached(ws: Workspace, sub: Submission, fp: str, db_url: str) -> Report | Non
     report.score, report.max_score = total
     report.cached = True
     return report
+
+
+def recorded_fingerprint(ws: Workspace, sub: Submission) -> str | None:
+    """The fingerprint of the result recorded for ``sub``; None when there is none, or when it
+    failed to grade (such a result is always graded again)."""
+    try:
+        data = json.loads(ws.result_path(sub.student, sub.chapter).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return None if data.get("status") == "error" else data.get("fingerprint")
 
 
 def passed_tests(report: Report) -> list[str]:

@@ -10,7 +10,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import ClearSolutions, SaveCells
 
 from grader import cells, pipeline, project
-from grader.exceptions import ReleaseError
+from grader.exceptions import ReleaseError, SourceError
 from grader.preprocessors import AddColabBadge
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> N
             this gradebook, as nbgrader's generate_assignment does; grading needs that.
     """
     nb = read(source)
+    check_regions(chapter, nb)
     resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
     config = {
         ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
@@ -47,6 +48,43 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> N
     skip = () if db_url else (SaveCells,)
     nb, _ = pipeline.run(pipeline.RELEASE, nb, resources, skip=skip, config=config)
     return nb
+
+
+#: The regions nbgrader's release steps cut out: each BEGIN line needs its END line in the same cell.
+REGIONS = ((cells.BEGIN_SOLUTION, cells.END_SOLUTION), (cells.BEGIN_HIDDEN, cells.END_HIDDEN))
+
+
+def check_regions(chapter: str, nb: NotebookNode) -> None:
+    """Refuse a source whose solution or hidden-test regions are not closed, naming the cell.
+
+    nbgrader's ClearSolutions and ClearHiddenTests raise a bare ``RuntimeError`` deep in the
+    pipeline for these (and log the cell's source, solution included); this names the chapter
+    and the cell instead, before any of them runs.
+
+    Raises:
+        SourceError: where (chapter, cell's grade_id or index) and which line is missing.
+    """
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code" and not cells.is_solution(cell):
+            continue
+        lines = cells.source_text(cell).splitlines()
+        where = f"chapter {chapter}, cell {cells.grade_id(cell) or f'#{index}'} (index {index})"
+        for begin, end in REGIONS:
+            open_at = None
+            for number, line in enumerate(lines, 1):
+                if begin in line:  # as nbgrader finds them: anywhere in a line
+                    if open_at is not None:
+                        raise SourceError(f"'{begin}' on line {number} inside the region opened on line {open_at}",
+                                          where=where, hint=f"close the first region with '{end}'")
+                    open_at = number
+                elif end in line:
+                    if open_at is None:
+                        raise SourceError(f"'{end}' on line {number} without a '{begin}' before it",
+                                          where=where, hint=f"add '{begin}' where the region starts")
+                    open_at = None
+            if open_at is not None:
+                raise SourceError(f"'{begin}' on line {open_at} has no '{end}'", where=where,
+                                  hint=f"add '{end}' on its own line where the region ends")
 
 
 def release_path(chapter: str, source: Path, notebooks_dir: Path) -> Path:
