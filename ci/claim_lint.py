@@ -5,13 +5,16 @@ or size is measured, or asserted, by code that runs. Rules, per markdown cell of
 source notebook (``solutions/*/*.ipynb``):
 
 1. **Claims.** The cell's prose (fenced code blocks, inline code and LaTeX left out) claims a
-   *speed* when it says faster, slower, quicker, slow, fast, speed-up, "N× / Nx / N times"
-   (with or without an adjective), "several times", "orders of magnitude", a throughput (GB/s,
-   MB/s, FLOP/s, it/s), a duration ("0.3 ms", "2 s", "under a second"), "instant(ly)",
-   "immediately", "in no time"; it claims a *size* when it gives an amount of memory ("64 MiB",
-   "40 GB", "4000 bytes"), says halves / doubles / "twice the" / "half the", "less / more /
-   extra memory", "costs / saves / takes ... memory / bytes / an allocation", "no memory";
-   "cheap(er)", "expensive", "costly", "(is) free", "for free", "costs nothing" claim either.
+   *speed* when it says fast(er), slow(er), quicker, speed-up, "N× / Nx / N times / several
+   times" followed by a comparative (faster, smaller, less, ...), "orders of magnitude", a
+   throughput (GB/s, MB/s, FLOP/s, it/s), a duration ("0.3 ms", "2 s", "under a second"),
+   "instant(ly)", "immediately", "(takes) no time", "a speed cost"; it claims a *size* when it
+   gives an amount of memory ("64 MiB", "40 GB", "4000 bytes"), says that something halves or
+   doubles the memory / size / time, "twice the" / "half the" memory, "less / more / extra /
+   no memory", "costs / saves / wastes ... memory / bytes / an allocation", "takes / uses /
+   needs <an amount> memory"; "cheap(er)", "expensive", "costly", "is free", "for free",
+   "costs nothing" claim either. A word in another sense ("rounds halves to even", "6x" in a
+   formula, "used several times") is not a claim.
 2. **Measurements.** The first code cell after it (markdown cells in between are skipped)
    measures a speed when it calls a clock or a timer: ``time.perf_counter`` (and ``time``,
    ``monotonic``, ``process_time``, their ``_ns`` forms), ``timeit``, ``torch.utils.benchmark``
@@ -63,6 +66,7 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (SPEED, re.compile(r"\b\d+(?:\.\d+)?(?:\s*(?:ns|µs|us|ms)|\s+(?:s|sec|seconds?|minutes?))\b")),
     (SPEED, re.compile(r"\b(?:under|within|less than|about) (?:a|one) (?:second|millisecond|minute)\b", re.I)),
     (SPEED, re.compile(r"\b(?:instant(?:ly|aneous)?|immediately|(?:in|takes?|costs?|and) no time)\b", re.I)),
+    (SPEED, re.compile(r"\b(?:speed|performance|time) (?:cost|penalty|price)s?\b", re.I)),
     (SIZE, re.compile(rf"\b\d[\d,_.]*\s*{_UNIT}(?![/\w])")),
     (SIZE, re.compile(r"\b(?:halv(?:e|es|ed|ing)|doubl(?:e|es|ed|ing)|quadruples?)\b(?:\s+[\w-]+){0,3}?"
                       r"\s+(?:memory|size|bytes|time|speed|cost|footprint|throughput)\b", re.I)),
