@@ -218,12 +218,13 @@ class GradebookUrl:
         """What ``workspace.json`` keeps of it: never the password, but where it comes from."""
         if self.origin == "default":
             return {"url": None}
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import URL, make_url
 
         parsed = make_url(self.url)
         if parsed.password is None:
             return {"url": self.url}
-        without = parsed.set(password=None).render_as_string(hide_password=False)
+        without = URL.create(parsed.drivername, parsed.username, None, parsed.host, parsed.port, parsed.database,
+                             parsed.query).render_as_string(hide_password=False)
         source = {"--db-url-file": {"file": str(self.file.resolve()) if self.file else None},
                   "$COURSE_DB_URL": {"env": DB_URL_ENV}}.get(self.origin, {"command line": True})
         return {"url": without, "password_from": source}

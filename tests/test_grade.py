@@ -199,6 +199,43 @@ def test_a_killed_batch_resumes_to_the_same_grades(graded, tmp_path):
     assert {r.student: r.score for r in again} == {s: graded["reports"][s].score for s in subs.iterdir() for s in [s.name]}
 
 
+@pytest.mark.parametrize("engine", ["fork", "kernel"])
+def test_ctrl_c_stops_the_batch_in_one_line_and_a_rerun_resumes(graded, tmp_path, engine):
+    """Ctrl-C reaches the whole foreground process group: the grader stops at once with exit 130 and one
+    line saying how far it got (no traceback, no AttributeError from concurrent.futures), and resumes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    students = ("alice", "bob", "carol", "dave", "erin", "frank", "gina", "jo")
+    subs = tmp_path / "subs"
+    for student in students:
+        shutil.copytree(graded["subs"] / student, subs / student)
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "grader.cli", "grade", str(subs), "--workdir", str(work), "--jobs", "2",
+           "--engine", engine, "--solutions", str(graded["solutions"])]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal has it
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list((work / "results").glob("*/*.json"))) < 2:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    interrupted = time.time()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert time.time() - interrupted < 30, "the batch did not stop at once"
+    assert "Traceback" not in err and "AttributeError" not in err, err[-3000:]
+    done_before = len(list((work / "results").glob("*/*.json")))
+    assert 2 <= done_before < len(students), "the interrupt did not land mid-batch"
+    last = err.strip().splitlines()[-1]
+    assert last == (f"error: interrupted: {done_before} of {len(students)} submission(s) graded in this run, "
+                    "their results recorded; rerun the same command to resume"), err[-3000:]
+    again = grade.main(subs, work, jobs=2, engine=engine, solutions_dir=graded["solutions"])
+    assert sum(r.cached for r in again) == done_before
+    assert {r.student: r.score for r in again} == {s: graded["reports"][s].score for s in students}
+
+
 def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
     import zipfile
 
