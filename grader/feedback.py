@@ -19,7 +19,7 @@ from pathlib import Path
 
 from course_utils.observe import MIME
 from grader import cells, interop, pages, project, review
-from grader.grade import Workspace
+from grader.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def redact(nb_cells: list[dict], visible: dict[str, str], result: dict) -> list[
                 tests_ran = True
                 gid = cells.grade_id(cell)
                 cell["source"] = visible.get(gid, "# (tests)")
-                cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": verdict_line(verdicts.get(gid))}]
+                cell["outputs"] = [{"output_type": "stream", "name": "verdict", "text": verdict_line(verdicts.get(gid))}]
             elif tests_ran:
                 cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": AFTER_TESTS}] if cell.get("outputs") else []
             else:

@@ -72,7 +72,7 @@ def output(out: dict) -> str:
     """One output, inert: text, or a PNG/JPEG picture; nothing else is shown."""
     kind = out.get("output_type")
     if kind == "stream":
-        return pre(text(out.get("text")), "err" if out.get("name") == "stderr" else "out")
+        return pre(text(out.get("text")), {"stderr": "err", "verdict": "verdict"}.get(out.get("name"), "out"))
     if kind == "error":
         tb = "\n".join(out.get("traceback") or []) or f"{out.get('ename')}: {out.get('evalue')}"
         return pre(tb, "err")

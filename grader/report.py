@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import interop, pages, review
-from grader.grade import Workspace
+from grader.workspace import Workspace
 
 BINS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100.0001]
 
@@ -71,12 +71,14 @@ def chapter_plot(chapter: str, results: list[dict], stats: list[ExerciseStats]) 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     percents = [100 * r["score"] / r["max_score"] for r in results if r.get("max_score")]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, max(2.6, 0.32 * len(stats) + 1.2)))
     left.hist(percents, bins=BINS, edgecolor="black")
     left.set_xlabel("score (% of the chapter's points)")
     left.set_ylabel("submissions")
+    left.yaxis.set_major_locator(MaxNLocator(integer=True))
     left.set_title(f"{chapter}: scores of {len(percents)} submission(s)")
     right.barh([s.grade_id for s in stats][::-1], [100 * s.pass_rate for s in stats][::-1], color="tab:blue")
     right.set_xlim(0, 100)
