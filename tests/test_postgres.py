@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import json
 import os
 import shutil
 import socket
@@ -135,3 +136,48 @@ def test_a_rerun_on_postgres_is_cached_and_exports_the_same_csv(postgres_url, ba
     path = export.write_grades_csv(postgres_url, batch["tmp"] / "pg.csv")
     rows = {row["student_id"]: row[CH] for row in csv.DictReader(path.open())}
     assert rows == {"alice": "10", "bob": "4", "carol": "0", "dave": "0", "erin": "0"}
+
+
+def test_a_password_in_the_url_is_never_stored_and_export_finds_the_gradebook_again(postgres_url, batch, tmp_path):
+    """`course grade` with the URL in $COURSE_DB_URL or a --db-url-file: workspace.json keeps the URL without
+    its password and where the password came from; `course export` then needs nothing more than
+    --workdir (the file), or $COURSE_DB_URL again, and says so in one line when it is missing."""
+    import sys
+
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE cli_gradebook")
+    server = postgres_url.rsplit("/", 1)[0].replace("grader@", "grader:s3cret@")  # the server trusts; a password all the same
+    url = f"{server}/cli_gradebook"
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_DB_URL"}
+
+    def course(*args: object, extra: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(Path(sys.executable).parent / "course"), *map(str, args)], capture_output=True,
+                              text=True, timeout=600, env=env | (extra or {}))
+
+    work = tmp_path / "env-work"
+    done = course("grade", batch["subs"], "--workdir", work, "--solutions", batch["solutions"], "--jobs", "2",
+                  extra={"COURSE_DB_URL": url})
+    assert done.returncode == 0, done.stderr[-3000:]
+    stored = (work / "workspace.json").read_text()
+    assert "s3cret" not in stored
+    assert json.loads(stored)["gradebook"] == {"url": url.replace(":s3cret", ""), "password_from": {"env": "COURSE_DB_URL"}}
+    lost = course("export", "--workdir", work)
+    assert lost.returncode == 2 and "Traceback" not in lost.stderr
+    assert lost.stderr.strip().splitlines() == [lost.stderr.strip()] and "$COURSE_DB_URL" in lost.stderr
+    assert "s3cret" not in lost.stderr
+    again = course("export", "--workdir", work, extra={"COURSE_DB_URL": url})
+    assert again.returncode == 0, again.stderr
+    assert {r["student_id"]: r[CH] for r in csv.DictReader((work / "course-grades.csv").open())}["alice"] == "10"
+
+    url_file = tmp_path / "gradebook-url.txt"
+    url_file.write_text(url + "\n")
+    work = tmp_path / "file-work"
+    done = course("grade", batch["subs"], "--workdir", work, "--solutions", batch["solutions"], "--jobs", "2",
+                  "--db-url-file", url_file)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "s3cret" not in (work / "workspace.json").read_text()
+    exported = course("export", "--workdir", work)  # the password comes back from the file
+    assert exported.returncode == 0, exported.stderr
+    assert course("report", "--workdir", work).returncode == 0
