@@ -17,7 +17,6 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from course_utils.observe import MIME
 from grader import cells, interop, pages, project, review
 from grader.workspace import Workspace
 
@@ -31,6 +30,9 @@ FAIL_ICON = "✗"
 AFTER_TESTS = "(output not shown: this cell ran after the grader's tests)\n"
 #: What of a learner's rich output a page may show: text and pictures, never markup or script.
 INERT = ("text/plain", "image/png", "image/jpeg")
+#: Outputs the grader's checks emit (:data:`course_utils.observe.MIME`): data, never shown. Matched
+#: by prefix, so that building pages does not import course_utils (and torch with it).
+OBSERVATION_PREFIX = "application/vnd.course."
 #: A worker costs a fork and its start (~0.1 s); below this many pages each, one process is faster.
 MIN_PAGES_PER_WORKER = 50
 
@@ -94,7 +96,7 @@ def inert(outputs: list) -> list:
     for out in outputs:
         if out.get("output_type") in ("display_data", "execute_result"):
             data = {k: v for k, v in out.get("data", {}).items() if k in INERT}
-            if not data or MIME in out.get("data", {}):
+            if not data or any(k.startswith(OBSERVATION_PREFIX) for k in out.get("data", {})):
                 continue
             out = dict(out, data=data, metadata={})
         kept.append(out)

@@ -122,3 +122,16 @@ def test_pages_built_in_parallel_equal_pages_built_in_one_process(tmp_path, monk
     assert one == two and len(one) == 12
     assert (work / "course-feedback" / "feedback.css").read_bytes() == pages.STYLESHEET.read_bytes()
     assert (work / "nbgrader_config.py").is_file()
+
+
+def test_observations_are_never_shown_and_pages_need_no_torch():
+    from course_utils.observe import MIME
+
+    assert MIME.startswith(feedback.OBSERVATION_PREFIX)
+    observation = {"output_type": "display_data", "metadata": {}, "data": {MIME: {"seq": 0}, "text/plain": "<observation 0>"}}
+    assert feedback.inert([observation]) == []
+    import subprocess
+    import sys
+
+    code = "import sys, grader.feedback; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
