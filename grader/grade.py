@@ -163,6 +163,10 @@ def main(
                 if found else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
         raise NothingToGrade(f"no submission to grade ({what})", where=str(submissions),
                              hint=f"chapters are {', '.join(chapters) or 'none'}")
+    empty = sorted({s.student for s in found} - {s.student for s in found if s.path is not None})
+    if empty:
+        log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
+                    len(empty), ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else ""))
     for name in sorted({s.chapter for s in found if s.chapter in sources}):  # before the gradebook is touched
         check_regions(name, nbformat.read(str(sources[name]), as_version=4))
     gbmod.check(db_url, create=True)

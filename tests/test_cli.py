@@ -121,10 +121,17 @@ def test_export_refuses_a_gradebook_that_does_not_exist_or_holds_no_grades(tmp_p
 
 
 def test_an_empty_submissions_folder_is_refused_and_leaves_no_workspace(tmp_path):
+    """It used to print an empty table and exit 0."""
     (tmp_path / "subs").mkdir()
     result = course("grade", tmp_path / "subs", "--workdir", tmp_path / "w", "--solutions", MINI)
     assert result.exit_code == 2
-    assert "no submission to grade" in error_line(result)
+    assert "no submission to grade (nothing laid out as <student>/<chapter>/<notebook>.ipynb)" in error_line(result)
+    assert not (tmp_path / "w").exists()
+    (tmp_path / "subs" / "kim").mkdir()
+    (tmp_path / "subs" / "kim" / "notes.txt").write_text("hello")
+    result = course("grade", tmp_path / "subs", "--workdir", tmp_path / "w", "--solutions", MINI)
+    assert result.exit_code == 2
+    assert "1 student folder(s), none with a notebook in a chapter folder" in error_line(result)
     assert not (tmp_path / "w").exists()
 
 
