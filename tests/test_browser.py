@@ -77,6 +77,7 @@ def lab(lab_root, tmp_path):
     for var, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                      ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
         env[var] = str(tmp_path / "jupyter" / sub)
+    env["JUPYTER_CONFIG_PATH"] = str(ROOT / "jupyter" / "learner")  # as `make lab`: the learner's Lab
     quiet = tmp_path / "jupyter" / "settings" / "@jupyterlab" / "apputils-extension"
     quiet.mkdir(parents=True)  # no news or update toasts over the notebook (and no network)
     (quiet / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
