@@ -18,6 +18,7 @@ from grader.workspace import (
     check_options,
     db_url_of,
     given_db_url,
+    refuse_another_gradebook,
     unwritable,
 )
 
@@ -264,6 +265,8 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
     _warn_if_password_in_argv(db_url)
     gb = db_url_of(ws, given_db_url(db_url, db_url_file))
+    if not force:
+        refuse_another_gradebook(ws, gb)
     if gb.origin != "default":  # the default one is created in the workspace
         gradebook.check(gb.url, create=True)
     db_url = None if gb.origin == "default" else gb.url

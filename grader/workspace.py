@@ -230,6 +230,22 @@ class GradebookUrl:
         return {"url": without, "password_from": source}
 
 
+def refuse_another_gradebook(ws: Workspace, gb: GradebookUrl) -> None:
+    """Refuse to grade a workspace's recorded results into another gradebook than theirs.
+
+    Raises:
+        OptionError: naming both gradebooks (passwords left out).
+    """
+    was = (ws.settings().get("gradebook") or {}).get("url", "") if ws.settings_path.is_file() else ""
+    if was == "" or not any(ws.results.glob("*/*.json")):
+        return
+    now = gb.remembered()["url"]
+    if (was or ws.default_db_url()) != (now or ws.default_db_url()):
+        raise OptionError(f"this workspace was graded into the gradebook {was or ws.default_db_url()}; grading into "
+                          f"{mask(gb.url)} would grade every recorded submission again",
+                          hint="give that gradebook's URL (or none), or add --force to grade into the new one")
+
+
 def mask(url: str) -> str:
     """``url`` with anything that could be a password replaced by ``***``."""
     return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)

@@ -145,6 +145,15 @@ def test_a_changed_option_that_would_regrade_recorded_results_needs_force(graded
 
 
 @pytest.mark.slow
+def test_grading_recorded_results_into_another_gradebook_needs_force(graded, tmp_path):
+    done = course("grade", graded["subs"], "--workdir", graded["work"], "--db-url", f"sqlite:///{tmp_path / 'other.db'}")
+    assert done.returncode == 2
+    (line,) = errors(done)
+    assert f"was graded into the gradebook {graded['url']}; grading into sqlite:///{tmp_path / 'other.db'}" in line
+    assert "--force" in line and not (tmp_path / "other.db").exists()
+
+
+@pytest.mark.slow
 def test_a_second_grade_is_refused_while_the_workspace_is_held(graded):
     lock = graded["work"] / "workspace.lock"
     with lock.open("r+") as held:
