@@ -78,3 +78,15 @@ def test_a_missing_or_orphan_release_is_reported(mini_solutions, tmp_path):
     problems = release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks)
     assert any("missing" in p for p in problems)
     assert any("99_gone" in p and "no source" in p for p in problems)
+
+
+def test_the_grader_does_not_pay_for_jsonschema_s_iri_grammar():
+    """Importing the grader leaves out rfc3987_syntax (~0.8 s), and notebooks still validate."""
+    import subprocess
+    import sys
+
+    code = ("import sys, grader.grade, nbformat; "
+            "assert sys.modules.get('rfc3987_syntax') is None; "
+            "nbformat.validate(nbformat.v4.new_notebook()); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
