@@ -248,7 +248,9 @@ def main(
                 not_executed(record.unreadable(sub, "unreadable", str(exc), db_url, sources, fingerprint=fp, ws=ws))
                 continue
             others = {c: r for c, r in releases.items() if c != chapter}
-            wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
+            wrong = chapter_belongs(nb, releases[chapter], {})
+            if wrong:  # say which chapter it is, looking at the chapters not in this batch too
+                wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
             if wrong:
                 not_executed(record.unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
                 continue
