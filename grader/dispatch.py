@@ -116,8 +116,18 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
     so a rerun grades them."""
     pool.shutdown(wait=False, cancel_futures=True)
     if isinstance(pool, concurrent.futures.ProcessPoolExecutor):
-        for child in multiprocessing.active_children():  # the pool's workers (kernels die with them)
+        workers = multiprocessing.active_children()  # the pool's workers
+        for child in workers:
             child.kill()
+        for child in workers:
+            child.join(timeout=5)
+        # A kernel dies with its worker (bubblewrap's --die-with-parent), except one whose sandbox was
+        # still starting: it lives in its submission's cgroup, which a dead worker leaves behind.
+        from grader.engines.budget import cgroup_mode, sweep_stale
+
+        mode = cgroup_mode()
+        if mode:
+            sweep_stale(mode)
     elif engine == "fork":  # worker threads wait on children of the warm servers: stopping those frees them
         from grader.engines import forkpool
 

@@ -274,8 +274,9 @@ def main(
     if on_start:
         on_start(len(candidates))
     done = len(reports)
+    executed = dispatch.execute_all(todo(), jobs, engine, scheduler)
     try:
-        for sub, fp, outcome in dispatch.execute_all(todo(), jobs, engine, scheduler):
+        for sub, fp, outcome in executed:
             judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
             report = record.record(ws, sub, fp, outcome, db_url, sources[sub.chapter], judged)
             reports.append(report)
@@ -285,6 +286,8 @@ def main(
         graded, total = len(reports) - done, len(candidates)
         raise Interrupted(f"interrupted: {graded} of {total} submission(s) graded in this run, "
                           "their results recorded; rerun the same command to resume") from None
+    finally:  # stop the workers now, not when the traceback holding this frame is freed (at exit, after they finish)
+        executed.close()
     reports.sort(key=lambda r: (r.student, r.chapter))
     return reports
 

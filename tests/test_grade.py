@@ -236,6 +236,34 @@ def test_ctrl_c_stops_the_batch_in_one_line_and_a_rerun_resumes(graded, tmp_path
     assert {r.student: r.score for r in again} == {s: graded["reports"][s].score for s in students}
 
 
+def test_an_interrupt_while_a_result_is_recorded_stops_the_workers_at_once(graded, tmp_path):
+    """Ctrl-C can land in the coordinator's own work (recording, the progress bar), outside the
+    dispatcher: the worker pool is stopped then too, not when the interpreter exits after the
+    queued submissions have run."""
+    import multiprocessing
+    import time
+
+    from grader.exceptions import Interrupted
+
+    subs = tmp_path / "subs"
+    for student in ("alice", "bob", "carol", "dave", "erin", "frank"):
+        shutil.copytree(graded["subs"] / student, subs / student)
+    seen = []
+
+    def progress(report) -> None:
+        seen.append(report)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted, match=r"^interrupted: 2 of 6 submission\(s\) graded in this run"):
+        grade.main(subs, tmp_path / "work", jobs=2, engine="kernel", solutions_dir=graded["solutions"],
+                   on_progress=progress)
+    deadline = time.time() + 10
+    while multiprocessing.active_children() and time.time() < deadline:
+        time.sleep(0.1)
+    assert multiprocessing.active_children() == []
+
+
 def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
     import zipfile
 
