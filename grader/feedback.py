@@ -22,7 +22,7 @@ from grader.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-FEEDBACK_DIR = "course-feedback"
+FEEDBACK_DIR = interop.FEEDBACK_DIR
 STYLESHEET = "feedback.css"
 #: Marks drawn from common fonts (DejaVu has them), so they show wherever the page is opened.
 ICON = {"passed": "✓"}

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 CONFIG_NAME = "nbgrader_config.py"
+FEEDBACK_DIR = "course-feedback"
 GRADES_CSV = "course-grades.csv"
 RESULTS_CSV = "results.csv"
 

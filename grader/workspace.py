@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import interop
 from grader.exceptions import GradebookError, OptionError, WorkspaceBusy, WorkspaceError
 
 SETTINGS = "workspace.json"
@@ -60,7 +61,8 @@ class Workspace:
 
     @property
     def feedback(self) -> Path:
-        return self.root / "feedback"
+        """Our pages: never nbgrader's ``feedback/`` (see :mod:`grader.interop`)."""
+        return self.root / interop.FEEDBACK_DIR
 
     @property
     def settings_path(self) -> Path:
