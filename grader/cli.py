@@ -302,7 +302,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
         bar.close()
     click.echo(_score_table(reports))
     url = gb.url
-    csv_path = export.write_grades_csv(url, workdir / interop.GRADES_CSV)
+    csv_path = export.write_grades_csv(url, workdir / interop.GRADES_CSV, workdir=workdir)
     export.write_results_csv(workdir, url, workdir / interop.RESULTS_CSV)
     report_path = report.main(workdir, db_url=url)
     click.echo(f"\n{len(reports)} submission(s); grades in {csv_path} (per test: {interop.RESULTS_CSV}); "
@@ -340,7 +340,7 @@ def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out:
     _, gb = _gradebook_of(workdir, db_url, db_url_file)
     url = gb.url
     try:
-        path = export.write_grades_csv(url, out or workdir / interop.GRADES_CSV)
+        path = export.write_grades_csv(url, out or workdir / interop.GRADES_CSV, workdir=workdir)
         click.echo(f"wrote {path}")
         click.echo(f"wrote {export.write_results_csv(workdir, url, results_out or workdir / interop.RESULTS_CSV)}")
         interop.write_nbgrader_config(workdir)

@@ -22,13 +22,15 @@ from grader.workspace import mask
 RESULT_COLUMNS = ["student", "chapter", "test", "points", "max", "status", "reason", "manual", "comment", "late"]
 
 
-def write_grades_csv(db_url: str, path: Path) -> Path:
+def write_grades_csv(db_url: str, path: Path, *, workdir: Path | None = None) -> Path:
     """Write every student's score per chapter (manual grades included) and the total.
 
     Columns: ``student_id``, ``student_name`` (the submission folder's name as it came), one
-    per chapter (score), ``total``, ``max_total``. A chapter
+    per chapter (score), ``total``, ``max_total``, ``late`` (the chapters an LMS marked late,
+    ``;``-separated, read from the workspace's results when ``workdir`` is given). A chapter
     a student did not submit scores 0.
     """
+    late = _late_chapters(workdir) if workdir is not None else {}
     with open_gradebook(db_url) as gb:
         chapters = sorted(a.name for a in gb.assignments)
         max_by_chapter = {a.name: float(a.max_score) for a in gb.assignments}
@@ -45,16 +47,31 @@ def write_grades_csv(db_url: str, path: Path) -> Path:
                 total += score
             row["total"] = _fmt(total)
             row["max_total"] = _fmt(sum(max_by_chapter.values()))
+            row["late"] = ";".join(sorted(late.get(student.id, ())))
             rows.append(row)
     if not rows:  # a header-only file uploaded to an LMS would look like a class without grades
         raise GradebookError(f"the gradebook {mask(db_url)} holds no graded student; {path.name} not written",
                              hint="pass the --db-url the workspace was graded with, or grade first")
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["student_id", "student_name", *chapters, "total", "max_total"])
+        writer = csv.DictWriter(fh, fieldnames=["student_id", "student_name", *chapters, "total", "max_total", "late"])
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def _late_chapters(workdir: Path) -> dict[str, set[str]]:
+    """Student -> the chapters whose submission the LMS marked late (nbgrader's gradebook has no
+    field for a lateness without a due date and a submission time; the result files keep it)."""
+    late: dict[str, set[str]] = {}
+    for result_path in (workdir / "results").glob("*/*.json"):
+        try:
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if result.get("late"):
+            late.setdefault(result["student"], set()).add(result["chapter"])
+    return late
 
 
 def _fmt(x: float) -> str:

@@ -275,3 +275,8 @@ def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
     reports = {r.student: r for r in grade.main(zp, tmp_path / "w", jobs=2, solutions_dir=graded["solutions"])}
     assert {s: r.score for s, r in reports.items()} == {"alicesmith": 10.0, "bobjones": 4.0}
     assert reports["bobjones"].late and not reports["alicesmith"].late
+    from grader import export
+
+    rows = {r["student_id"]: r for r in csv.DictReader(export.write_grades_csv(
+        grade.Workspace(tmp_path / "w").default_db_url(), tmp_path / "g.csv", workdir=tmp_path / "w").open())}
+    assert (rows["bobjones"]["late"], rows["alicesmith"]["late"]) == (CH, ""), "lateness reaches the LMS's CSV"
