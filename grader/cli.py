@@ -45,7 +45,7 @@ class _Course(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         global _verbose
         _verbose = 0
-        argv = list(sys.argv[1:] if args is None else args)
+        argv = _verbosity_first(list(sys.argv[1:] if args is None else args))
         try:
             status = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -61,6 +61,16 @@ class _Course(click.Group):
         except (click.Abort, KeyboardInterrupt) as exc:
             _fail(exc, "interrupted", 130)
         sys.exit(status if isinstance(status, int) else 0)
+
+
+def _verbosity_first(argv: list[str]) -> list[str]:
+    """``course grade -v ...`` read as ``course -v grade ...``: -v (the group's option) works anywhere."""
+    flags = [a for a in argv[: argv.index("--") if "--" in argv else len(argv)]
+             if a == "--verbose" or (a.startswith("-v") and set(a[1:]) == {"v"})]
+    rest = list(argv)
+    for flag in flags:
+        rest.remove(flag)
+    return flags + rest
 
 
 def _fail(exc: BaseException, line: str, status: int) -> None:

@@ -88,6 +88,13 @@ def test_verbose_shows_the_traceback_of_an_error(subs, tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("error: 'not a url' is not a database URL")
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_works_before_or_after_the_command(subs, tmp_path, where):
+    args = ["grade", subs, "--workdir", tmp_path / "w", "--solutions", MINI, "--db-url", "not a url"]
+    result = course(*(["-vv", *args] if where == "before" else [*args, "-vv"]))
+    assert result.exit_code == 2 and "Traceback" in result.stderr
+
+
 @pytest.mark.parametrize("command", ["export", "feedback", "report"])
 def test_a_missing_or_never_graded_workspace_is_refused_and_left_untouched(tmp_path, command):
     """`export` used to write a header-only grades file (and an empty gradebook) and exit 0."""
