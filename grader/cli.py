@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -33,6 +34,9 @@ def _setup_logging(verbose: int) -> None:
     for noisy in ("traitlets", "nbgrader", "alembic", "sqlalchemy"):
         logging.getLogger(noisy).setLevel(logging.ERROR if verbose == 0 else level)
 
+
+#: Seconds between two progress lines of ``course grade`` when stderr is not a terminal (no bar)
+PLAIN_PROGRESS_S = 10
 
 #: -v given to this invocation: an error then shows its traceback
 _verbose = 0
@@ -290,18 +294,29 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     counts: dict[str, int] = {}
     bar = tqdm(desc="grading", unit="nb", file=sys.stderr, disable=None)
 
+    plain = {"last": time.monotonic(), "done": 0}  # without a terminal (a CI log): a line every ~10 s
+
     def progress(r) -> None:  # per submission: graded / error, and how many had a test time out
         counts[r.status] = counts.get(r.status, 0) + 1
         if any(t["status"] == "timed out" for t in r.tests):
             counts["timed out"] = counts.get("timed out", 0) + 1
         bar.update(1)
         bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        plain["done"] += 1
+        if bar.disable and (time.monotonic() - plain["last"] >= PLAIN_PROGRESS_S or plain["done"] == bar.total):
+            plain["last"] = time.monotonic()
+            tally = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            click.echo(f"grading: {plain['done']}/{bar.total} done ({tally})", err=True)
 
     def started(n: int) -> None:
         interop.write_nbgrader_config(workdir)
         ws.remember(gradebook=gb.remembered())
         bar.total = n
         bar.refresh()
+        if bar.disable and n:
+            plain["last"] = time.monotonic()
+            click.echo(f"grading: {n} submission(s), each chapter's solution run first (cached in the workspace)",
+                       err=True)
 
     try:
         reports = mod.main(submissions, workdir, db_url=db_url, jobs=jobs, device=device,

@@ -129,7 +129,8 @@ def main(
             workers (``jobs`` is then ignored); this process still writes the gradebook.
         on_progress: called with each :class:`Report` of a submission that was graded now
             (not taken from an earlier run's results).
-        on_start: called with the number of submissions about to be graded now.
+        on_start: called with the number of submissions about to be graded now (before the
+            solutions' runs).
 
     Raises:
         OptionError: an option is out of range, or differs from the one the recorded results
@@ -217,6 +218,8 @@ def main(
         if sub.path is None:
             reports.append(record.unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
 
+    if on_start:  # before the solutions' runs, which take a few seconds per chapter
+        on_start(len(candidates))
     # The solutions' runs, before any learner code of this batch runs (see grader.reference).
     references: dict[str, dict[str, list[dict]]] = {}
     for chapter in sorted({sub.chapter for sub, *_ in candidates}):
@@ -271,8 +274,6 @@ def main(
             yield sub, prepared, fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
-    if on_start:
-        on_start(len(candidates))
     done = len(reports)
     executed = dispatch.execute_all(todo(), jobs, engine, scheduler)
     try:

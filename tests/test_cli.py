@@ -30,7 +30,7 @@ def course(*args) -> object:
 def error_line(result) -> str:
     """The one line an error prints on stderr (the isolation and warning lines aside), with no traceback."""
     lines = [line for line in result.stderr.splitlines()
-             if line.strip() and not line.startswith(("isolation:", "warning:"))]
+             if line.strip() and not line.startswith(("isolation:", "warning:", "grading:"))]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr
@@ -86,6 +86,15 @@ def test_verbose_shows_the_traceback_of_an_error(subs, tmp_path):
     assert result.exit_code == 2
     assert "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: 'not a url' is not a database URL")
+
+
+def test_a_batch_without_a_terminal_still_says_how_far_it_is(subs, tmp_path):
+    """No progress bar in a log (CI, make demo > file): plain lines instead, first and last included."""
+    result = course("grade", subs, "--workdir", tmp_path / "w", "--solutions", MINI, "--jobs", "1")
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("grading:")]
+    assert lines[0].startswith("grading: 1 submission(s), each chapter's solution run first"), result.stderr
+    assert lines[-1] == "grading: 1/1 done (graded 1)", result.stderr
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
