@@ -252,15 +252,9 @@ def problems(notebook: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from grader import project
+    from hidden_lint import run  # the same command line as the hidden-test lint
 
-    paths = [Path(a) for a in argv] or [project.source_notebook(c) for c in project.chapters()]
-    bad = 0
-    for path in paths:
-        for line in problems(path):
-            print(f"{path}: {line}")
-            bad += 1
-    return 1 if bad else 0
+    return run(problems, argv)
 
 
 if __name__ == "__main__":

@@ -93,14 +93,20 @@ def problems(notebook: Path) -> list[str]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def run(problems_of, argv: list[str]) -> int:
+    """A chapter lint's command line: ``problems_of(path)`` for each notebook given (default:
+    every chapter's source), one printed line per problem, exit status 1 when there is any."""
     paths = [Path(a) for a in argv] or [project.source_notebook(c) for c in project.chapters()]
     bad = 0
     for path in paths:
-        for line in problems(path):
+        for line in problems_of(path):
             print(f"{path}: {line}")
             bad += 1
     return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    return run(problems, argv)
 
 
 if __name__ == "__main__":
