@@ -51,6 +51,13 @@ def _fingerprint(*parts: bytes) -> str:
     return h.hexdigest()[:32]
 
 
+def _result_key(raw: bytes, source: Path, options: ExecOptions) -> str:
+    """What a recorded result depends on: the submitted file, the chapter source, the options that
+    can change a grade (the chapter's own ``grading.toml`` applied) and the grader's revision."""
+    chapter_opts = asdict(chapter_options(options, source.parent))
+    return _fingerprint(raw, source.read_bytes(), reference.options_key(chapter_opts), GRADER_REVISION.encode())
+
+
 def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
     """Check the options first, then grade holding the workspace's lock (:meth:`Workspace.lock`):
     a second batch on the same workspace is refused, and only one creates its gradebook."""
@@ -196,15 +203,13 @@ def main(
         source = sources[sub.chapter]
         options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
-        fp = _fingerprint(raw, source.read_bytes(), reference.options_key(options), GRADER_REVISION.encode())
+        fp = _result_key(raw, source, base)
         cached = record.cached(ws, sub, fp, db_url)
         if cached is not None and not force:
             reports.append(cached)
             continue
         if before is not None and not force:
-            old = _fingerprint(raw, source.read_bytes(), reference.options_key(asdict(chapter_options(before, source.parent))),
-                               GRADER_REVISION.encode())
-            changed += record.recorded_fingerprint(ws, sub) == old
+            changed += record.recorded_fingerprint(ws, sub) == _result_key(raw, source, before)
         candidates.append((sub, options, raw, fp))
     if changed:
         shown = {k: v for k, v in asdict(base).items() if k != "hide"}
