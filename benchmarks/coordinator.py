@@ -1,14 +1,14 @@
 """What the coordinating process costs per submission, with execution taken out.
 
-A null engine stands in for the kernels and fork children: it returns, for every submission, a
-copy of one execution recorded for real (a perfect chapter-01 notebook), so what is measured is
-only the coordinator's own work -- intake, preparation, the verdict, the gradebook and result
-files. The batch is graded twice in fresh workspaces (``--students`` and twice as many), and the
+A null engine stands in for the fork children: it returns, for every submission, one execution
+recorded for real (a perfect chapter-01 notebook), so what is measured is only the coordinator's
+own work -- intake, preparation, the verdict, the gradebook and result files -- through the fork
+engine's path (``--jobs 2``: two worker threads hand results back as they would from children). The batch is graded twice in fresh workspaces (``--students`` and twice as many), and the
 marginal cost per submission is the difference divided by the extra submissions, so start-up
 (imports, releases, the chapter's registration) is left out. Printed: submissions per second and
 the coordinator's CPU milliseconds per submission (its own process, children excluded).
 
-    python benchmarks/coordinator.py [--students 100] [--db-url postgresql://...]
+    python benchmarks/coordinator.py [--students 1000] [--db-url postgresql://...]
 
 Not a timed test: compare figures from one run.
 """
@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import nbformat  # noqa: E402
 
 from grader import dispatch, grade, project, samples  # noqa: E402
+from grader.engines import forkpool  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
 from grader.release import dumps  # noqa: E402
 
@@ -56,21 +57,21 @@ def timed_batch(tmp: Path, students: int, db_url: str | None) -> tuple[float, fl
     write_batch(subs, students, prefix=f"b{students}-")  # students of their own: one gradebook may serve both
     shutil.copytree(tmp / "warm" / "reference", work / "reference")  # the solution's run, cached
     wall, cpu = time.perf_counter(), cpu_seconds()
-    reports = grade.main(subs, work, db_url=db_url, jobs=1, engine="kernel")
+    reports = grade.main(subs, work, db_url=db_url, jobs=2, engine="fork")
     return time.perf_counter() - wall, cpu_seconds() - cpu, sum(r.status == "graded" and r.score == r.max_score
                                                                  for r in reports)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--students", type=int, default=100, help="submissions in the smaller batch (default 100)")
+    parser.add_argument("--students", type=int, default=1000, help="submissions in the smaller batch (default 1000)")
     parser.add_argument("--db-url", default=None, help="gradebook URL (default: SQLite in each workspace); "
                                                        "each batch writes students of its own")
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-coordinator-"))
     try:
         write_batch(tmp / "warm-subs", 1)  # one real execution: the reference and the canned notebook
-        grade.main(tmp / "warm-subs", tmp / "warm", jobs=1, engine="kernel")
+        grade.main(tmp / "warm-subs", tmp / "warm", jobs=1, engine="fork")
         executed = next((tmp / "warm" / "autograded").rglob("*.ipynb"))
         canned = nbformat.read(str(executed), as_version=4)
 
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
             return Execution(nb=canned)
 
         dispatch.execute_notebook = null_engine
+        forkpool.prestart = lambda *a, **k: None  # no warm server: nothing is executed
+        forkpool.shutdown()
         small = timed_batch(tmp, args.students, args.db_url)
         large = timed_batch(tmp, 2 * args.students, args.db_url)
         extra = args.students

@@ -9,7 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import nbformat
@@ -59,21 +59,25 @@ def run_one(payload: tuple) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
     return execution.nb, info
 
 
-def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None) -> Iterator[tuple]:
+def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", scheduler: str | None = None,
+                on_idle: Callable[[], None] = lambda: None) -> Iterator[tuple]:
     """Yield (submission, fingerprint, worker outcome or exception) as executions finish.
 
     ``todo`` is consumed lazily: a submission starts as soon as it is prepared. A worker
     process that crashes costs the submission it was running; the others are run again in
     a fresh pool. The fork engine's workers are threads of this process: each drives the
-    children of its own warm server, which do the work.
+    children of its own warm server, which do the work. ``on_idle`` is called when the
+    coordinator is about to wait for workers with no result ready (with ``jobs`` 1: before each
+    execution, which the coordinator waits for).
     """
     if scheduler:
         from grader import distributed
 
-        yield from distributed.execute_all(todo, scheduler, engine)
+        yield from distributed.execute_all(todo, scheduler, engine, on_idle)
         return
     if jobs == 1:
         for sub, nb, fp, options, findings in todo:
+            on_idle()
             try:
                 yield sub, fp, run_one((nb, options, findings, engine))
             except Exception as exc:
@@ -86,7 +90,7 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
                                                       initializer=_leave_interrupts_to_the_coordinator)
     broken = []
     try:
-        for item, future in _as_submitted(pool, todo, engine):
+        for item, future in _as_submitted(pool, todo, engine, on_idle):
             try:
                 yield item[0], item[2], future.result()
             except concurrent.futures.process.BrokenProcessPool:
@@ -134,7 +138,8 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
         forkpool.shutdown()
 
 
-def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str) -> Iterator[tuple]:
+def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engine: str,
+                  on_idle: Callable[[], None]) -> Iterator[tuple]:
     """Submit each item as it comes; yield (item, future) as futures finish, finished ones first."""
     pending: dict[concurrent.futures.Future, tuple] = {}
     for item in todo:
@@ -147,6 +152,8 @@ def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engi
         for future in [f for f in pending if f.done()]:
             yield pending.pop(future), future
     while pending:
+        if not any(f.done() for f in pending):
+            on_idle()
         done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
             yield pending.pop(future), future

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
 
-def execute_all(todo: Iterable[tuple], address: str, engine: str) -> Iterator[tuple]:
+def execute_all(todo: Iterable[tuple], address: str, engine: str,
+                on_idle: Callable[[], None] = lambda: None) -> Iterator[tuple]:
     """Yield (submission, fingerprint, outcome or exception) as the cluster finishes each.
 
     Args:
         todo: (submission, notebook JSON, fingerprint, options, findings) per submission.
         address: the scheduler, e.g. ``tcp://10.0.0.5:8786``.
         engine: the engine the workers run (``fork`` or ``kernel``).
+        on_idle: called before waiting for the cluster with no result ready.
     """
     from distributed import Client, as_completed
 
@@ -41,7 +43,11 @@ def execute_all(todo: Iterable[tuple], address: str, engine: str) -> Iterator[tu
             pending[future] = (sub, fp)
             for done in [f for f in pending if f.done()]:  # record results while preparing the rest
                 yield _outcome(done, *pending.pop(done))
-        for done in as_completed(list(pending)):
+        finished = as_completed(list(pending))
+        while pending:
+            if not finished.has_ready():
+                on_idle()
+            done = next(finished)
             yield _outcome(done, *pending.pop(done))
 
 

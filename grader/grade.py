@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from grader import dispatch, instrument, project, record, reference
+from grader import dispatch, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
 from grader.engines.execution import ExecOptions
@@ -195,6 +195,7 @@ def main(
         releases[chapter] = build_release(chapter, sources[chapter])
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
+    recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission
     before = _remembered_options(ws, base)
     changed = 0  # recorded results these options would re-grade (same file, same chapter source)
     for sub in found:
@@ -204,7 +205,7 @@ def main(
         options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
         fp = _result_key(raw, source, base)
-        cached = record.cached(ws, sub, fp, db_url)
+        cached = record.cached(ws, sub, fp, recorded[sub.chapter])
         if cached is not None and not force:
             reports.append(cached)
             continue
@@ -219,9 +220,19 @@ def main(
                           hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k != "hide"}},
                 solutions=str(Path(solutions_dir).resolve()))
+    def recorded_now(report: Report) -> None:
+        reports.append(report)
+        if on_progress:
+            on_progress(report)
+
+    recorder = record.Recorder(ws, db_url, recorded_now)
     for sub in found:
         if sub.path is None:
-            reports.append(record.unreadable(sub, "missing", sub.problem or "nothing submitted", db_url, sources, ws=ws))
+            missing = record.unreadable(sub, "missing", sub.problem or "nothing submitted", sources)
+            if sub.chapter in sources:
+                recorder.add(missing, sources[sub.chapter], announce=False)
+            reports.append(missing)
+    recorder.flush()
 
     if on_start:  # before the solutions' runs, which take a few seconds per chapter
         on_start(len(candidates))
@@ -238,10 +249,8 @@ def main(
             references[chapter] = {}
     findings_of: dict[tuple[str, str], list[Finding]] = {}
 
-    def not_executed(report: Report) -> None:
-        reports.append(report)
-        if on_progress:
-            on_progress(report)
+    def not_executed(sub: Submission, status: str, reason: str, fp: str) -> None:
+        recorder.add(record.unreadable(sub, status, reason, sources), sources[sub.chapter], fp)
 
     def todo() -> Iterator[tuple[Submission, NotebookNode, str, dict, list]]:
         """Prepared submissions, one at a time: the first ones run while the next are prepared."""
@@ -253,14 +262,14 @@ def main(
             try:
                 nb = read_submission(sub.path)
             except ValueError as exc:
-                not_executed(record.unreadable(sub, "unreadable", str(exc), db_url, sources, fingerprint=fp, ws=ws))
+                not_executed(sub, "unreadable", str(exc), fp)
                 continue
             others = {c: r for c, r in releases.items() if c != chapter}
             wrong = chapter_belongs(nb, releases[chapter], {})
             if wrong:  # say which chapter it is, looking at the chapters not in this batch too
                 wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
             if wrong:
-                not_executed(record.unreadable(sub, "wrong chapter", wrong, db_url, sources, fingerprint=fp, ws=ws))
+                not_executed(sub, "wrong chapter", wrong, fp)
                 continue
             try:
                 prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device, tests[chapter],
@@ -268,7 +277,7 @@ def main(
             except Exception as exc:  # the notebook is readable but cannot be prepared: say why
                 log.exception("preparing %s failed", sub.key)
                 reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
-                not_executed(record.unreadable(sub, "error", reason, db_url, sources, fingerprint=fp, ws=ws))
+                not_executed(sub, "error", reason, fp)
                 continue
             forgotten = prepared.metadata.pop("course_forgotten", [])
             if forgotten:
@@ -280,15 +289,17 @@ def main(
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     done = len(reports)
-    executed = dispatch.execute_all(todo(), jobs, engine, scheduler)
+    executed = dispatch.execute_all(todo(), jobs, engine, scheduler, on_idle=recorder.flush)
     try:
         for sub, fp, outcome in executed:
             judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
-            report = record.record(ws, sub, fp, outcome, db_url, sources[sub.chapter], judged)
-            reports.append(report)
-            if on_progress:
-                on_progress(report)
+            recorder.add(record.scored(ws, sub, outcome, sources[sub.chapter], judged), sources[sub.chapter], fp)
+        recorder.flush()
     except KeyboardInterrupt:
+        try:
+            recorder.flush()  # what was scored is kept
+        except KeyboardInterrupt:
+            pass
         graded, total = len(reports) - done, len(candidates)
         raise Interrupted(f"interrupted: {graded} of {total} submission(s) graded in this run, "
                           "their results recorded; rerun the same command to resume") from None

@@ -1,4 +1,4 @@
-"""Recording a result: scores into the gradebook (one transaction), then the result file.
+"""Recording results: scores into the gradebook (one transaction for several), then the result files.
 
 The coordinator scores each executed submission here (:func:`grader.verdict.score`), so
 that no worker and no learner process decides a point, and writes what it decided.
@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from grader import cells
-from grader import gradebook as gbmod
+from grader import cells, scores
 from grader.engines.execution import Execution
 from grader.intake import Submission
+from grader.scores import Scores
 from grader.verdict import PASSED, TestResult, score
 from grader.workspace import Workspace
 
@@ -46,38 +48,37 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)  # atomic: a killed run never leaves half a result
 
 
-def record(ws: Workspace, sub: Submission, fp: str, outcome, db_url: str, source: Path, judged: tuple) -> Report:
-    """Score an executed submission here, in the coordinator, and record it."""
+def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple) -> Report:
+    """Score an executed submission here, in the coordinator (recorded by a :class:`Recorder`)."""
     if isinstance(outcome, Exception):
         report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}",
                         name=sub.name)
         tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
         report.tests = [t.to_dict() for t in tests]
-    else:
-        nb, info = outcome
-        out = ws.autograded / sub.student / sub.chapter / source.name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        # a valid notebook file, written without nbformat's copy and validation, and without
-        # indentation: json's C encoder only serves ``indent=None`` (5x faster on a chapter's outputs)
-        out.write_text(json.dumps(nb, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-        execution = Execution(
-            nb=nb,
-            timed_out=list(info.get("timed_out", [])),
-            died=list(info.get("died", [])),
-            not_run_from=info.get("not_run_from"),
-            tampered={int(k): v for k, v in info.get("tampered", {}).items()},
-            error=info.get("error"),
-            restarts=info.get("restarts", 0),
-        )
-        refs, chapter_tests, findings = judged
-        broken = syntax_errors(execution.nb)
-        notes = [sub.note or ""] + ([f"syntax error in cell {', '.join(map(str, broken))}"] if broken else [])
-        report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name,
-                        late=sub.late)
-        report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
-        if info.get("error"):
-            report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
-    _finish(report, sub.chapter, source, db_url, fp, ws)
+        return report
+    nb, info = outcome
+    out = ws.autograded / sub.student / sub.chapter / source.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a valid notebook file, written without nbformat's copy and validation, and without
+    # indentation: json's C encoder only serves ``indent=None`` (5x faster on a chapter's outputs)
+    out.write_text(json.dumps(nb, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    execution = Execution(
+        nb=nb,
+        timed_out=list(info.get("timed_out", [])),
+        died=list(info.get("died", [])),
+        not_run_from=info.get("not_run_from"),
+        tampered={int(k): v for k, v in info.get("tampered", {}).items()},
+        error=info.get("error"),
+        restarts=info.get("restarts", 0),
+    )
+    refs, chapter_tests, findings = judged
+    broken = syntax_errors(execution.nb)
+    notes = [sub.note or ""] + ([f"syntax error in cell {', '.join(map(str, broken))}"] if broken else [])
+    report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name,
+                    late=sub.late)
+    report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
+    if info.get("error"):
+        report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
     return report
 
 
@@ -109,29 +110,71 @@ def _test_points(source: Path) -> dict[str, float]:
     return dict(_points[key])
 
 
-def _finish(report: Report, chapter: str, source: Path, db_url: str, fp: str, ws: Workspace) -> None:
-    """Write scores (one transaction), then the result file: the order makes resuming safe."""
-    points = _test_points(source)
-    got = {t["grade_id"]: float(t["points"]) for t in report.tests if t["grade_id"] in points}
-    scores = {gid: got.get(gid, 0.0) for gid in points}
-    gbmod.save_scores(db_url, chapter, source.stem, report.student, scores, name=report.name)
-    total = gbmod.student_scores(db_url, chapter, report.student)
-    report.score, report.max_score = total if total else (sum(scores.values()), sum(points.values()))
-    report.fingerprint = fp
-    _write_json(ws.result_path(report.student, chapter), asdict(report))
+class Recorder:
+    """Records reports a few at a time: their scores in one gradebook transaction, then their result files.
+
+    A report waits here until ``batch`` of them are waiting, or the oldest has waited ``wait``
+    seconds when another arrives, or :meth:`flush` is called (the batch's end, or when nothing
+    else is ready). The order -- the transaction committed, then each result file written -- is
+    what makes a killed batch resume to the same grades: a result file exists only for scores
+    the gradebook holds, and a submission without one is graded again.
+    """
+
+    def __init__(self, ws: Workspace, db_url: str, on_recorded: Callable[[Report], None] | None = None,
+                 *, batch: int = 64, wait: float = 0.5) -> None:
+        self.ws, self.db_url, self.on_recorded = ws, db_url, on_recorded
+        self.batch, self.wait = batch, wait
+        self._pending: list[tuple[Report, Path, bool]] = []
+        self._since = 0.0
+
+    def add(self, report: Report, source: Path, fp: str = "", *, announce: bool = True) -> None:
+        """Record ``report`` (a submission of ``source``'s chapter) soon; ``announce``: pass it to
+        ``on_recorded`` once recorded."""
+        report.fingerprint = fp
+        if not self._pending:
+            self._since = time.monotonic()
+        self._pending.append((report, source, announce))
+        if len(self._pending) >= self.batch or time.monotonic() - self._since >= self.wait:
+            self.flush()
+
+    def flush(self) -> None:
+        """Record every waiting report now."""
+        if not self._pending:
+            return
+        pending, items = self._pending, []
+        for report, source, _ in pending:
+            points = _test_points(source)
+            got = {t["grade_id"]: float(t["points"]) for t in report.tests if t["grade_id"] in points}
+            items.append(Scores(report.chapter, source.stem, report.student, {g: got.get(g, 0.0) for g in points},
+                                name=report.name))
+        scores.save(self.db_url, items)
+        self._pending = []
+        students: dict[str, list[str]] = {}
+        for item in items:
+            students.setdefault(item.chapter, []).append(item.student)
+        recorded = {chapter: scores.totals(self.db_url, chapter, names) for chapter, names in students.items()}
+        for (report, source, announce), item in zip(pending, items, strict=True):
+            total = recorded[report.chapter].get(report.student)
+            report.score, report.max_score = total if total else (sum(item.scores.values()),
+                                                                  sum(_test_points(source).values()))
+            _write_json(self.ws.result_path(report.student, report.chapter), asdict(report))
+            if announce and self.on_recorded:
+                self.on_recorded(report)
 
 
-def unreadable(sub: Submission, status: str, reason: str, db_url: str, sources: dict[str, Path], *, fingerprint: str = "", ws: Workspace | None = None) -> Report:
+def unreadable(sub: Submission, status: str, reason: str, sources: dict[str, Path]) -> Report:
+    """The report of a submission that was not executed: every test of its chapter says why."""
     report = Report(sub.student, sub.chapter, status, message=reason, name=sub.name)
-    if sub.chapter in sources and ws is not None:
+    if sub.chapter in sources:
         report.tests = [
             TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in _test_points(sources[sub.chapter]).items()
         ]
-        _finish(report, sub.chapter, sources[sub.chapter], db_url, fingerprint, ws)
     return report
 
 
-def cached(ws: Workspace, sub: Submission, fp: str, db_url: str) -> Report | None:
+def cached(ws: Workspace, sub: Submission, fp: str, totals: dict[str, tuple[float, float]]) -> Report | None:
+    """The report recorded for ``sub`` by an earlier run with the same fingerprint (``totals``:
+    the chapter's scores in the gradebook, student -> (score, max_score)); None when there is none."""
     path = ws.result_path(sub.student, sub.chapter)
     if not path.exists():
         return None
@@ -141,7 +184,7 @@ def cached(ws: Workspace, sub: Submission, fp: str, db_url: str) -> Report | Non
         return None
     if data.get("fingerprint") != fp or data.get("status") == "error":
         return None
-    total = gbmod.student_scores(db_url, sub.chapter, sub.student)
+    total = totals.get(sub.student)
     if total is None:
         return None
     report = Report(**{k: v for k, v in data.items() if k in Report.__dataclass_fields__})
