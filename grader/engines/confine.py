@@ -57,8 +57,11 @@ def main(argv: list[str]) -> None:
     if not cmd:
         raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...")
     for procs in cgroups:  # before anything runs: every later process is counted
-        with open(procs, "w") as f:
-            f.write(str(os.getpid()))
+        try:
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:  # the batch was stopped (Ctrl-C) and swept its cgroups before this start: run nothing
+            raise SystemExit(1) from None
     set_limits(memory_mb)
     os.execvp(cmd[0], cmd)
 
