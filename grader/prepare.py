@@ -6,6 +6,8 @@ Runs in the coordinator, before execution. Nothing here runs learner code.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
 import json
 import logging
 from pathlib import Path
@@ -89,8 +91,15 @@ def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
         text = cells.source_text(cell)
         if _newlines(text) in texts or _code_shape(text) in shapes:  # a released cell, give or take
             continue  # comments and spacing
-        found.extend(scan(text, i))
+        found.extend(dataclasses.replace(f, cell_index=i) for f in _scan(text))
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _scan(text: str) -> tuple[Finding, ...]:
+    """:func:`grader.integrity.scan` of one cell's code, remembered: a batch meets the same cell
+    text again and again (an extra ``print(x)``, an answer written as the hints put it)."""
+    return tuple(scan(text))
 
 
 _released: dict[int, tuple[NotebookNode, set[str], set[str]]] = {}
@@ -109,6 +118,7 @@ def _newlines(source: str) -> str:
     return source.replace("\r\n", "\n").replace("\r", "\n")
 
 
+@functools.lru_cache(maxsize=4096)
 def _code_shape(source: str) -> str:
     """The code of a cell without its comments, blank lines, spacing or line-ending style."""
     text = _newlines(source)

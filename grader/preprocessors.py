@@ -19,24 +19,49 @@ from grader import cells
 
 class _CompiledSchemas:
     """What nbgrader's metadata validator sees as ``jsonschema``: ``validate`` with the schema
-    checked and compiled once, instead of once per cell (``jsonschema.validate`` re-checks the
-    schema itself on every call: 3-4 ms a cell, 0.2 s a chapter-01 notebook). Same errors."""
+    checked and compiled once per process, instead of on every call (``jsonschema.validate``
+    re-checks the schema itself each time: 3-4 ms a cell, 0.2 s a chapter-01 notebook; and
+    nbgrader reads its schema file afresh for every notebook). Same errors.
+
+    Metadata found valid is remembered (as its JSON text, per schema): every submission of a
+    chapter carries the same nbgrader metadata on the same cells, so a batch validates each
+    distinct one once. Invalid metadata is validated every time (its error raised afresh).
+    """
+
+    MAX_REMEMBERED = 4096  # distinct valid metadata kept; a notebook full of made-up ones only costs time
 
     def __init__(self) -> None:
-        self._validators: dict[int, Any] = {}
+        self._seen: tuple[Any, str] | None = None  # the last schema object and its JSON text
+        self._validators: dict[str, Any] = {}  # schema's JSON text -> its compiled validator
+        self._valid: set[tuple[str, str]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(jsonschema, name)
 
     def validate(self, instance: Any, schema: dict) -> None:
-        validator = self._validators.get(id(schema))
-        if validator is None or validator.schema is not schema:
+        if self._seen is not None and self._seen[0] is schema:
+            text = self._seen[1]
+        else:
+            text = json.dumps(schema, sort_keys=True)
+            self._seen = (schema, text)
+        validator = self._validators.get(text)
+        if validator is None:
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)
-            validator = self._validators[id(schema)] = cls(schema)
+            validator = self._validators[text] = cls(json.loads(text))
+        try:
+            key = (text, json.dumps(instance, sort_keys=True, allow_nan=False))
+        except (TypeError, ValueError):  # not plain JSON data: validated every time
+            key = None
+        if key is not None and key in self._valid:
+            return
         error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
         if error is not None:
             raise error
+        if key is not None:
+            if len(self._valid) >= self.MAX_REMEMBERED:
+                self._valid.clear()
+            self._valid.add(key)
 
 
 class CheckCellMetadata(_NbgraderCheckCellMetadata):

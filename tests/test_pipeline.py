@@ -84,3 +84,31 @@ def test_restoring_from_the_batch_snapshot_equals_nbgraders_steps_on_the_gradebo
     assert ours == theirs
     assert ours != nb and ours.metadata["kernelspec"]["name"] != "evil"
     assert len(ours.cells) == len(nb.cells) + 1  # the deleted test cell is back
+
+
+def test_nbgrader_metadata_is_validated_as_nbgrader_does_and_valid_metadata_once():
+    """The compiled validator raises nbgrader's errors for invalid metadata, every time, and
+    remembers only metadata it found valid."""
+    import jsonschema
+    import pytest
+    from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
+
+    from grader.preprocessors import _CompiledSchemas
+
+    schema = MetadataValidatorV3().schema
+    good = {"grade": True, "grade_id": "t1", "locked": True, "points": 2, "schema_version": 3, "solution": False,
+            "task": False}
+    bad = dict(good, points="two")
+    compiled = _CompiledSchemas()
+    compiled.validate(good, schema)
+    compiled.validate(dict(reversed(list(good.items()))), schema)  # the same metadata, keys in another order
+    assert len(compiled._valid) == 1
+    for _ in range(2):
+        with pytest.raises(jsonschema.ValidationError) as ours:
+            compiled.validate(bad, schema)
+        with pytest.raises(jsonschema.ValidationError) as theirs:
+            jsonschema.validate(bad, schema)
+        assert ours.value.message == theirs.value.message
+    with pytest.raises(jsonschema.ValidationError):
+        compiled.validate(dict(good, points=True), schema)  # true is not the number 1 to a JSON schema
+    assert len(compiled._valid) == 1
