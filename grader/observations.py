@@ -25,6 +25,8 @@ MAX_OBSERVATIONS = 5_000
 MAX_CELL_BYTES = 64 * 1024 * 1024
 MAX_DIGITS = 4_000
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,80}$")
+_INT = re.compile(rf"-?\d{{1,{MAX_DIGITS}}}")
+_DEVICE = re.compile(r"[a-z]{2,12}(:\d{1,3})?")
 
 
 class Malformed(ValueError):
@@ -99,6 +101,8 @@ def decode(obs: Any, depth: int = 0) -> Any:
     if not isinstance(obs, dict) or depth > 10:
         raise Malformed("not a schema value")
     t = obs.get("t")
+    if t == "tensor":
+        return _tensor(obs)
     if t == "none":
         return None
     if t == "bool":
@@ -107,7 +111,7 @@ def decode(obs: Any, depth: int = 0) -> Any:
         return obs["v"]
     if t == "int":
         v = obs.get("v")
-        if not isinstance(v, str) or not re.fullmatch(rf"-?\d{{1,{MAX_DIGITS}}}", v):
+        if not isinstance(v, str) or not _INT.fullmatch(v):
             raise Malformed("bad int")
         return int(v)
     if t == "float":
@@ -133,10 +137,7 @@ def decode(obs: Any, depth: int = 0) -> Any:
         except TypeError:
             raise Malformed("unhashable dict key") from None
     if t == "dtype":
-        dtype = getattr(torch, str(obs.get("v")), None) if IDENT.match(str(obs.get("v"))) else None
-        if not isinstance(dtype, torch.dtype):
-            raise Malformed("bad dtype")
-        return dtype
+        return _dtype(obs.get("v"))
     if t == "size":
         items = obs.get("items")
         if not isinstance(items, list) or not all(isinstance(d, str) and d.isdigit() for d in items):
@@ -144,8 +145,6 @@ def decode(obs: Any, depth: int = 0) -> Any:
         return torch.Size(int(d) for d in items)
     if t == "device":
         return _device(obs.get("v"))
-    if t == "tensor":
-        return _tensor(obs)
     if t == "ndarray":
         return _ndarray(obs)
     if t == "npscalar":
@@ -164,24 +163,54 @@ def decode(obs: Any, depth: int = 0) -> Any:
     raise Malformed(f"unknown kind {str(t)[:20]!r}")
 
 
+#: What was already looked up: a dtype's name, a device's name, a dtype's item size (a few
+#: dozen of each at most: only names that resolve are kept).
+_dtypes: dict[str, torch.dtype] = {}
+_devices: dict[str, torch.device] = {}
+_itemsizes: dict[torch.dtype, int] = {}
+
+
+def _dtype(name: Any) -> torch.dtype:
+    text = str(name)
+    dtype = _dtypes.get(text)
+    if dtype is None:
+        dtype = getattr(torch, text, None) if IDENT.match(text) else None
+        if not isinstance(dtype, torch.dtype):
+            raise Malformed("bad dtype")
+        _dtypes[text] = dtype
+    return dtype
+
+
 def _device(name: Any) -> torch.device:
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z]{2,12}(:\d{1,3})?", name):
+    if type(name) is str and name in _devices:
+        return _devices[name]
+    if not isinstance(name, str) or not _DEVICE.fullmatch(name):
         raise Malformed("bad device")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise Malformed("bad device") from None
+    if type(name) is str and len(_devices) < 1_000:
+        _devices[name] = device
+    return device
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    size = _itemsizes.get(dtype)
+    if size is None:
+        size = _itemsizes[dtype] = torch.empty((), dtype=dtype).element_size()
+    return size
 
 
 def _tensor(obs: dict) -> torch.Tensor:
-    dtype = decode({"t": "dtype", "v": obs.get("dtype")})
+    dtype = _dtype(obs.get("dtype"))
     shape = _shape(obs)
     device = _device(obs.get("device"))
     if device.type == "meta":
         return torch.empty(shape, dtype=dtype, device="meta")
     raw = _bytes(obs)
     numel = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = _itemsize(dtype)
     if len(raw) != numel * itemsize:
         raise Malformed("tensor data does not match its shape and dtype")
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
