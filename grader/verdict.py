@@ -22,8 +22,9 @@ from nbformat import NotebookNode
 
 from course_utils import checks
 from course_utils.observe import SCHEMA
-from grader import cells
+from grader import cells, expectations
 from grader.engines.execution import TIMEOUT_ENAME, Execution
+from grader.expectations import Expectation, Known
 from grader.instrument import Message, TestSource
 from grader.integrity import Finding
 from grader.observations import (
@@ -78,15 +79,6 @@ class TestResult:
 
 # -- comparing ------------------------------------------------------------------------------
 
-def _param(ref: dict, key: str, default: Any) -> Any:
-    params = ref.get("params", {})
-    return decode(params[key]) if key in params else default
-
-
-def _expected(ref: dict) -> Any:
-    return decode(ref["expected"] if "expected" in ref else ref["actual"])
-
-
 def _answer_error(fn, *args, **kwargs) -> str | None:
     try:
         fn(*args, **kwargs)
@@ -95,39 +87,70 @@ def _answer_error(fn, *args, **kwargs) -> str | None:
     return None
 
 
+#: Kinds of check whose verdict depends on nothing of the learner's observation but its value.
+_BY_VALUE = ("begin", "end", "phase", "tensor", "value", "shape", "raises")
+
+
 def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
-    """None when the learner's observation ``got`` matches the reference's ``ref``, else why not."""
+    """None when the learner's observation ``got`` matches the reference's ``ref``, else why not.
+
+    An answer that sends the very data the solution's run sent at this check gets the verdict
+    worked out once for that data (see :class:`grader.expectations.Known`); any other answer is
+    decoded and compared.
+    """
     kind = ref["kind"]
     if not isinstance(got, dict) or got.get("kind") != kind or got.get("line") != ref.get("line"):
         return "the test's checks did not run as they should (a check was skipped, repeated or added)"
-    actual = decode(got.get("actual"))
+    exp = expectations.of(ref)
+    data = got.get("actual")
+    known = exp.own_answer(_own_answer)
+    if known is not None and known.matches(data):
+        return known.verdict
+    return _compare(decode(data), exp, got, asserts)
+
+
+def _own_answer(exp: Expectation) -> Known | None:
+    """The data the solution's run sent as its answer, with the verdict for an answer sending
+    that very data; None where the verdict could depend on more than the data, or cannot be given."""
+    ref = exp.ref
+    try:
+        if ref["kind"] not in _BY_VALUE or "actual" not in ref:
+            return None
+        return Known(ref["actual"], _compare(decode(ref["actual"]), exp, ref, {}))
+    except Exception:  # the learner's answer takes the full comparison, and fails as it would
+        return None
+
+
+def _compare(actual: Any, exp: Expectation, got: dict, asserts: dict[int, Message]) -> str | None:
+    """:func:`compare` for the decoded value ``actual`` of the learner's observation ``got``."""
+    kind = exp.ref["kind"]
     if kind in ("begin", "end", "phase"):
-        return None if actual == decode(ref["actual"]) else "the test did not run as it should"
-    name = _param(ref, "name", "your answer")
+        return None if actual == exp.actual() else "the test did not run as it should"
+    name = exp.param("name", "your answer")
     if isinstance(actual, Opaque) and kind in ("tensor", "value", "shape"):
         what = "a value too large to compare" if actual.kind == "too large" else f"an object of type {actual.kind}"
         wanted = "a plain torch.Tensor" if kind != "value" else "a number, a tensor or a plain Python value"
         return f"{name} should be {wanted}, but it is {what}."
     if kind == "tensor":
-        expected = _expected(ref)
+        expected = exp.expected()
         if isinstance(expected, Elsewhere) or isinstance(actual, Elsewhere):
             return _elsewhere(actual, expected, name)
         return _answer_error(
-            checks.check_tensor, actual, expected, name=name, rtol=_param(ref, "rtol", 1e-5),
-            atol=_param(ref, "atol", 1e-8), check_device=_param(ref, "check_device", True),
+            checks.check_tensor, actual, expected, name=name, rtol=exp.param("rtol", 1e-5),
+            atol=exp.param("atol", 1e-8), check_device=exp.param("check_device", True),
         )
     if kind == "value":
-        expected = _expected(ref)
+        expected = exp.expected()
         if isinstance(expected, np.ndarray) or isinstance(actual, np.ndarray):
-            return _arrays(actual, expected, name, _param(ref, "rel_tol", 1e-6), _param(ref, "abs_tol", 1e-9))
+            return _arrays(actual, expected, name, exp.param("rel_tol", 1e-6), exp.param("abs_tol", 1e-9))
         return _answer_error(
             checks.check_value, actual, expected, name=name,
-            rel_tol=_param(ref, "rel_tol", 1e-6), abs_tol=_param(ref, "abs_tol", 1e-9),
+            rel_tol=exp.param("rel_tol", 1e-6), abs_tol=exp.param("abs_tol", 1e-9),
         )
     if kind == "shape":
-        return _answer_error(checks.check_shape, actual, _param(ref, "shape", ()), name=name)
+        return _answer_error(checks.check_shape, actual, exp.param("shape", ()), name=name)
     if kind == "raises":
-        return _raised(actual, _param(ref, "types", []), _param(ref, "match", None))
+        return _raised(actual, exp.param("types", []), exp.param("match", None))
     if kind == "assert":
         if actual is True:
             return None
@@ -240,7 +263,7 @@ def _where(refs: list[dict], i: int) -> str:
             return ""
         if ref.get("kind") in ("tensor", "value", "shape"):
             try:
-                return f" while checking {_param(ref, 'name', 'your answer')}"
+                return f" while checking {expectations.of(ref).param('name', 'your answer')}"
             except Malformed:
                 return ""
     return ""
@@ -250,7 +273,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> 
     """(status, reason) of one executed test cell against its reference observations."""
     got = observations(cell)
     error = first_error(cell)
-    size = sum(len(str(g)) for g in got)
+    size = _text_size(got, refs)
     if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
         return FAILED, "the test sent more observations than the grader accepts"
     for i, ref in enumerate(refs):
@@ -277,6 +300,22 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> 
     if error is not None:
         return _error_reason(error)
     return PASSED, ""
+
+
+def _text_size(got: list[Any], refs: list[dict]) -> int:
+    """The observations' size as the cap counts it, ``len(str(obs))`` summed; or, where it stays
+    under the cap, an upper bound of it taken from the reference for each observation equal
+    (``==``) to the reference's at its place, which spares writing out every observation."""
+    size, bounded = 0, False
+    for i, obs in enumerate(got):
+        bound = expectations.of(refs[i]).text_bound() if i < len(refs) and obs == refs[i] else None
+        if bound is None:
+            size += len(str(obs))
+        else:
+            size, bounded = size + bound, True
+    if bounded and size > MAX_CELL_BYTES:  # near the cap: the exact figure decides
+        return sum(len(str(obs)) for obs in got)
+    return size
 
 
 def _stopped_by(error: dict, refs: list[dict], i: int) -> tuple[str, str]:

@@ -4,6 +4,7 @@ comparison says what the learner's own checks would say."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from nbformat.v4 import new_code_cell, new_output
 
 from course_utils import checks, observe
-from grader import instrument, observations, verdict
+from grader import expectations, instrument, observations, verdict
 
 VALUES = [
     None, True, 0, -(10**30), 1.5, float("inf"), "text", (1, [2, 3]), {"a": 1, 2: (3,)},
@@ -194,3 +195,153 @@ def test_a_cached_reference_depends_on_all_the_code_that_records_it(tmp_path):
     for needed in (Path(grader.__file__).parent / "engines" / "fork.py", Path(grader.__file__).parent / "integrity.py",
                    Path(course_utils.__file__).parent / "data.py", Path(course_utils.__file__).parent / "checks.py"):
         assert needed.resolve() in files
+
+
+# -- the reference decoded once, and the verdict for the solution's very data -----------------
+
+def _value_ref(kind, value, line=1, **params):
+    return _record(kind, value, line, **params)
+
+
+def _full_comparison(got, ref, asserts, monkeypatch):
+    """What compare says with no shortcut: the learner's value decoded and compared."""
+    with monkeypatch.context() as m:
+        m.setattr(expectations.Known, "matches", lambda self, data: False)
+        return _outcome(verdict.compare, got, copy.deepcopy(ref), asserts)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:  # judge turns these into reasons: they must be the same too
+        return f"raised {type(exc).__name__}: {exc}"
+
+
+NAN = float("nan")
+ANSWERS = [
+    NAN, float("inf"), 0.0, -0.0, 1.0, 1, True, None, "nan", (1.0, NAN), [1, 2], {"a": NAN},
+    torch.tensor([1.0, NAN, -0.0]), torch.tensor([0.0, 0.0, 0.0]), torch.tensor([1.0, 2.0]),
+    torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1.0, 2.0], dtype=torch.float64),
+    torch.tensor([complex(NAN, 1.0)]), torch.empty(2, device="meta"), np.array([1.0, NAN]), np.float64(NAN),
+    ValueError("too big"), observe.NO_EXCEPTION,
+]
+
+
+@pytest.mark.parametrize("kind", ["tensor", "value", "shape", "raises"])
+def test_the_shortcut_never_changes_a_verdict(kind, monkeypatch):
+    """For every answer against every reference, compare says what the full comparison says,
+    whether the answer is the solution's very data (the shortcut) or not."""
+    params = {"tensor": {"name": "f(x)"}, "value": {"name": "g(x)"}, "shape": {"name": "h", "shape": (2,)},
+              "raises": {"types": ["builtins.ValueError"], "match": "big"}}[kind]
+    for expected in ANSWERS:
+        ref = _value_ref(kind, expected, **params)
+        for answer in ANSWERS:
+            got = _value_ref(kind, answer)
+            assert _outcome(verdict.compare, got, ref, {}) == _full_comparison(got, ref, {}, monkeypatch)
+        same = _value_ref(kind, expected)
+        assert expectations.Known(ref["actual"], None).matches(same["actual"])
+
+
+def test_the_solutions_very_data_can_still_fail():
+    """A NaN where a plain number is expected never equals itself (check_value), even when the
+    learner sent the solution's very bytes; in a tensor, NaN equals NaN (check_tensor)."""
+    ref = _value_ref("value", NAN, name="mean(x)")
+    for _ in range(2):  # the second time the verdict worked out for that data is used
+        assert verdict.compare(_value_ref("value", NAN), ref, {}) == "mean(x) is nan but expected nan (rel_tol=1e-06)."
+    ref = _value_ref("tensor", torch.tensor([1.0, NAN]), name="m")
+    for _ in range(2):
+        assert verdict.compare(_value_ref("tensor", torch.tensor([1.0, NAN])), ref, {}) is None
+
+
+def test_the_same_data_means_the_same_kinds_of_numbers():
+    """``==`` says True == 1 == 1.0 and -0.0 == 0.0: the shortcut does not."""
+    data = {"t": "tensor", "dtype": "float32", "shape": [2, 3], "device": "cpu", "data": "AAAA", "x": [1.0, True, None]}
+    known = expectations.Known(data, None)
+    assert known.matches(copy.deepcopy(data))
+    for path, other in [(("shape", 0), 2.0), (("shape", 1), True), (("x", 0), 1), (("x", 1), 1)]:
+        changed = copy.deepcopy(data)
+        changed[path[0]][path[1]] = other
+        assert not known.matches(changed), (path, other)
+    assert not expectations.Known({"t": "float", "v": 0.0}, None).matches({"t": "float", "v": -0.0})
+    assert not expectations.Known({"t": "float", "v": float("nan")}, None).matches({"t": "float", "v": float("nan")})
+    assert not known.matches({**data, "extra": 1}) and not known.matches([data])
+
+
+def test_an_answer_equal_to_the_solutions_but_for_its_kinds_is_refused_as_before():
+    """A hostile process may send the reference's data with a boolean as 1, a shape as floats:
+    that fails as malformed, as it always did."""
+    refs = [_record("begin", None), _value_ref("value", True, line=2, name="ok"), _record("end", None, line=3)]
+    hostile = copy.deepcopy(refs)
+    hostile[1]["actual"]["v"] = 1
+    assert verdict.judge(_cell(*hostile), refs, {}) == (verdict.FAILED, "the test sent a malformed observation (bad bool)")
+    refs[1] = _value_ref("tensor", torch.zeros(2, 3), line=2, name="z")
+    hostile = copy.deepcopy(refs)
+    hostile[1]["actual"]["shape"] = [2.0, 3.0]
+    assert verdict.judge(_cell(*hostile), refs, {}) == (verdict.FAILED, "the test sent a malformed observation (bad shape)")
+    refs[1] = _value_ref("value", 1.5, line=2, name="r")
+    hostile = copy.deepcopy(refs)
+    hostile[1]["actual"]["v"] = True
+    assert verdict.judge(_cell(*hostile), refs, {}) == (verdict.FAILED, "the test sent a malformed observation (bad float)")
+
+
+def test_the_solutions_bytes_under_another_dtype_shape_or_device_are_wrong():
+    ref = _value_ref("tensor", torch.tensor([1.0, 2.0]), name="y")
+    data = ref["actual"]
+    for change, why in [({"dtype": "int32"}, "y has dtype torch.int32 but expected torch.float32"),
+                        ({"shape": [2, 1]}, "y has shape (2, 1) but expected (2,)"),
+                        ({"device": "meta"}, "y is on device 'meta' but expected 'cpu'")]:
+        assert verdict.compare({**ref, "actual": {**data, **change}}, ref, {}).startswith(why)
+    assert verdict.compare({**ref, "actual": {**data}}, ref, {}) is None
+
+
+def test_minus_zero_passes_where_the_comparison_lets_it():
+    assert verdict.compare(_value_ref("tensor", torch.tensor([-0.0])), _value_ref("tensor", torch.tensor([0.0])), {}) is None
+    assert verdict.compare(_value_ref("value", -0.0), _value_ref("value", 0.0, name="v"), {}) is None
+
+
+def test_the_reason_names_the_references_check_never_the_learners():
+    ref = _value_ref("value", NAN, name="mean(x)")
+    got = {**_value_ref("value", NAN), "params": {"name": observe.encode("SECRET")}}
+    for _ in range(2):
+        why = verdict.compare(got, ref, {})
+        assert "mean(x)" in why and "SECRET" not in why
+
+
+def test_a_reference_is_never_taken_for_another(monkeypatch):
+    """References come and go (batches, tests): what was worked out for one is never used for
+    another, even one made at the address of one gone, or after the memo starts again."""
+    for cap in (expectations.MAX_REMEMBERED, 3):
+        monkeypatch.setattr(expectations, "MAX_REMEMBERED", cap)
+        addresses = set()
+        for i in range(60):
+            ref = {}  # the first dict made: it takes the place of the last one let go
+            ref.update(_value_ref("value", NAN, name=f"check {i}"))
+            addresses.add(id(ref))
+            assert f"check {i} " in verdict.compare(_value_ref("value", NAN), ref, {})
+            del ref
+    assert len(addresses) < 60  # with the memo starting again, addresses were used again
+
+
+def test_the_size_cap_is_exact_for_observations_equal_to_the_references(monkeypatch):
+    """Observations equal (``==``) to the reference's are sized from it, but near the cap their
+    own size decides, numbers spelled another way (1.0 for 1) included."""
+    refs = [_record("begin", None), _value_ref("tensor", torch.ones(3), line=2, name="o"), _record("end", None, line=3)]
+    exact = sum(len(str(r)) for r in refs)
+    monkeypatch.setattr(verdict, "MAX_CELL_BYTES", exact)
+    assert verdict.judge(_cell(*copy.deepcopy(refs)), refs, {}) == (verdict.PASSED, "")
+    monkeypatch.setattr(verdict, "MAX_CELL_BYTES", exact - 1)
+    assert verdict.judge(_cell(*copy.deepcopy(refs)), refs, {})[1] == "the test sent more observations than the grader accepts"
+    spelled = copy.deepcopy(refs)
+    spelled[1]["line"] = 2.0  # == 2, two characters longer
+    monkeypatch.setattr(verdict, "MAX_CELL_BYTES", exact + 1)
+    assert verdict.judge(_cell(*spelled), refs, {})[1] == "the test sent more observations than the grader accepts"
+    monkeypatch.setattr(verdict, "MAX_CELL_BYTES", exact + 2)
+    assert verdict.judge(_cell(*spelled), refs, {}) == (verdict.PASSED, "")
+
+
+def test_a_device_name_seen_before_does_not_let_another_through():
+    tensor = observe.encode(torch.ones(1))
+    observations.decode(tensor)
+    for device in ("CPU", "cpu ", "cpu:1000", 7):
+        with pytest.raises(observations.Malformed):
+            observations.decode({**tensor, "device": device})
