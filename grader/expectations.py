@@ -4,7 +4,7 @@ A reference observation (a check of the chapter's solution run, see :mod:`grader
 is the same object for every submission of a batch. :func:`of` gives its
 :class:`Expectation`: its expected value and parameters, each decoded the first time a
 comparison asks for it, and the verdict for an answer that sends the very data the
-solution's run sent at that check (see :func:`grader.verdict.compare`). A reference that
+solution's run sent at that check (see :func:`grader.comparison.compare`). A reference that
 cannot be decoded is decoded again at every use, so that it fails as it always did.
 """
 

@@ -1,0 +1,176 @@
+"""One observation of the learner's against the reference's: None when it matches, else why not.
+
+:func:`compare` is the comparison :mod:`grader.verdict` makes at every check of a test cell.
+Every argument of the check other than the learner's value comes from the reference (decoded
+once per batch, :mod:`grader.expectations`); the reason is written here, from the two values
+and the test's own wording, never from text the learner's process sent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+from course_utils import checks
+from grader import expectations
+from grader.expectations import Expectation, Known
+from grader.instrument import Message
+from grader.observations import IDENT, Elsewhere, Malformed, Opaque, Raised, decode
+
+
+def _answer_error(fn, *args, **kwargs) -> str | None:
+    try:
+        fn(*args, **kwargs)
+    except checks.AnswerError as exc:
+        return str(exc)
+    return None
+
+
+#: Kinds of check whose verdict depends on nothing of the learner's observation but its value.
+_BY_VALUE = ("begin", "end", "phase", "tensor", "value", "shape", "raises")
+
+
+def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
+    """None when the learner's observation ``got`` matches the reference's ``ref``, else why not.
+
+    An answer that sends the very data the solution's run sent at this check gets the verdict
+    worked out once for that data (see :class:`grader.expectations.Known`); any other answer is
+    decoded and compared.
+    """
+    kind = ref["kind"]
+    if not isinstance(got, dict) or got.get("kind") != kind or got.get("line") != ref.get("line"):
+        return "the test's checks did not run as they should (a check was skipped, repeated or added)"
+    exp = expectations.of(ref)
+    data = got.get("actual")
+    known = exp.own_answer(_own_answer)
+    if known is not None and known.matches(data):
+        return known.verdict
+    return _compare(decode(data), exp, got, asserts)
+
+
+def _own_answer(exp: Expectation) -> Known | None:
+    """The data the solution's run sent as its answer, with the verdict for an answer sending
+    that very data; None where the verdict could depend on more than the data, or cannot be given."""
+    ref = exp.ref
+    try:
+        if ref["kind"] not in _BY_VALUE or "actual" not in ref:
+            return None
+        return Known(ref["actual"], _compare(decode(ref["actual"]), exp, ref, {}))
+    except Exception:  # the learner's answer takes the full comparison, and fails as it would
+        return None
+
+
+def _compare(actual: Any, exp: Expectation, got: dict, asserts: dict[int, Message]) -> str | None:
+    """:func:`compare` for the decoded value ``actual`` of the learner's observation ``got``."""
+    kind = exp.ref["kind"]
+    if kind in ("begin", "end", "phase"):
+        return None if actual == exp.actual() else "the test did not run as it should"
+    name = exp.param("name", "your answer")
+    if isinstance(actual, Opaque) and kind in ("tensor", "value", "shape"):
+        what = "a value too large to compare" if actual.kind == "too large" else f"an object of type {actual.kind}"
+        wanted = "a plain torch.Tensor" if kind != "value" else "a number, a tensor or a plain Python value"
+        return f"{name} should be {wanted}, but it is {what}."
+    if kind == "tensor":
+        expected = exp.expected()
+        if isinstance(expected, Elsewhere) or isinstance(actual, Elsewhere):
+            return _elsewhere(actual, expected, name)
+        return _answer_error(
+            checks.check_tensor, actual, expected, name=name, rtol=exp.param("rtol", 1e-5),
+            atol=exp.param("atol", 1e-8), check_device=exp.param("check_device", True),
+        )
+    if kind == "value":
+        expected = exp.expected()
+        if isinstance(expected, np.ndarray) or isinstance(actual, np.ndarray):
+            return _arrays(actual, expected, name, exp.param("rel_tol", 1e-6), exp.param("abs_tol", 1e-9))
+        return _answer_error(
+            checks.check_value, actual, expected, name=name,
+            rel_tol=exp.param("rel_tol", 1e-6), abs_tol=exp.param("abs_tol", 1e-9),
+        )
+    if kind == "shape":
+        return _answer_error(checks.check_shape, actual, exp.param("shape", ()), name=name)
+    if kind == "raises":
+        return _raised(actual, exp.param("types", []), exp.param("match", None))
+    if kind == "assert":
+        if actual is True:
+            return None
+        return site_message(got, asserts)
+    return "the test sent an observation of an unknown kind"
+
+
+def _arrays(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol: float) -> str | None:
+    """NumPy arrays compared as check_tensor compares tensors: kind, shape, dtype, then values."""
+    if not isinstance(actual, np.ndarray):
+        return f"{name} should be a NumPy array, but it is {checks._describe(actual)}."
+    if not isinstance(expected, np.ndarray):
+        return f"{name} should be {checks._describe(expected)}, but it is a NumPy array."
+    if actual.shape != expected.shape:
+        return f"{name} has shape {checks._fmt_shape(actual.shape)} but expected {checks._fmt_shape(expected.shape)}."
+    if actual.dtype != expected.dtype:
+        return f"{name} has dtype {actual.dtype} but expected {expected.dtype}."
+    if actual.dtype.kind in "fc":
+        ok = np.isclose(actual, expected, rtol=rel_tol, atol=abs_tol, equal_nan=True)
+    else:
+        ok = actual == expected
+    if bool(np.all(ok)):
+        return None
+    return f"{name} has the right shape and dtype, but {int(np.size(ok) - np.count_nonzero(ok))} of {actual.size} values differ."
+
+
+def _elsewhere(actual: Any, expected: Any, name: str) -> str | None:
+    a = actual.device if isinstance(actual, Elsewhere) else getattr(actual, "device", None)
+    e = expected.device if isinstance(expected, Elsewhere) else expected.device
+    if a != e:
+        return f"{name} is on device '{a}' but expected '{e}'."
+    at = actual.tensor if isinstance(actual, Elsewhere) else actual
+    et = expected.tensor if isinstance(expected, Elsewhere) else expected
+    return _answer_error(checks.check_tensor, at, et, name=name, check_device=False)
+
+
+def _raised(actual: Any, types: list[str], match: str | None) -> str | None:
+    wanted = " or ".join(t.rsplit(".", 1)[-1] for t in types) or "an error"
+    if not isinstance(actual, Raised):
+        return "the test's checks did not run as they should"
+    if actual.type is None:
+        return f"expected {wanted} to be raised, but the code ran without error."
+    if not set(types) & set(actual.mro):
+        got = actual.type.rsplit(".", 1)[-1] if IDENT.match(actual.type) else "another error"
+        return f"expected {wanted} to be raised, but the code raised {got}."
+    if match is not None and not re.search(match, actual.message):
+        return f"{wanted} was raised as expected, but its message does not match {match!r}."
+    return None
+
+
+def site_message(obs: dict, asserts: dict[int, Message]) -> str:
+    """The test's own message for a failed assert or ``raise AnswerError``, values written in
+    only where they are plain data or text of the visible test."""
+    site = obs.get("line")
+    message = asserts.get(site) if type(site) is int else None
+    if message is None or not message.parts:
+        return "a check of the test failed"
+    try:
+        values = list(decode(obs.get("params", {}).get("values", {"t": "tuple", "items": []})))
+    except (Malformed, TypeError):
+        values = []
+    out = []
+    for part in message.parts:
+        if part is not None:
+            out.append(part)
+        else:
+            out.append(_plain(values.pop(0), message.visible) if values else "…")
+    return "".join(out)
+
+
+def _plain(value: Any, visible: str) -> str:
+    """A value as a test message shows it, or "…" when it could carry text from the process."""
+    if value is None or type(value) in (bool, int, float) or isinstance(value, torch.dtype | torch.device):
+        return str(value)
+    if isinstance(value, torch.Size | tuple | list) and all(type(v) in (int, bool) for v in value):
+        return str(tuple(value)) if not isinstance(value, list) else str(value)
+    if type(value) is str:
+        return value if value and value in visible else "…"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}"
+    return "…"
