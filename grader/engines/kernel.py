@@ -40,6 +40,37 @@ TRUNCATED = "\n[the grader kept only the first {n} characters of this output]\n"
 
 log = logging.getLogger(__name__)
 
+#: Run in a fresh kernel after the guard, before any learner code: stdout and stderr pass on at
+#: most MAX_STREAM characters a cell (the client keeps no more, and adds the note). Without it a
+#: cell printing hundreds of MB makes ipykernel (7.x) buffer it all and die at the memory cap,
+#: losing the cell; the fork engine's child caps at the source the same way. Learner code can
+#: undo it: then only its own kernel is at stake.
+CAP_STREAMS = f"""
+def _course_cap_streams(limit):
+    import sys
+    class Capped:
+        def __init__(self, stream):
+            self._stream, self._used = stream, 0
+        def write(self, text):
+            if not isinstance(text, str):
+                return self._stream.write(text)
+            room = limit - self._used
+            self._used += len(text)
+            if room > 0:
+                self._stream.write(text if len(text) <= room else text[:room])
+            return len(text)
+        def __getattr__(self, name):
+            return getattr(self._stream, name)
+    capped = [Capped(sys.stdout), Capped(sys.stderr)]
+    sys.stdout, sys.stderr = capped
+    def fresh(*_):
+        for stream in capped:
+            stream._used = 0
+    get_ipython().events.register("pre_run_cell", fresh)
+_course_cap_streams({MAX_STREAM + 1})
+del _course_cap_streams
+"""
+
 #: seconds past a submission's wall-clock budget after which its kernels are killed, whatever
 #: the client is waiting for
 WATCHDOG_MARGIN = 30
@@ -257,6 +288,7 @@ class _Runner:
                 with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home):
                     started = True
                     self._run_aside(integrity.install_code(self.guard), timeout=60)
+                    self._run_aside(CAP_STREAMS, timeout=60)
                     for index in done:
                         self._run_aside(cells.source_text(self.nb.cells[index]))
                     position = self._run_cells(code_cells, position, done)
