@@ -11,6 +11,8 @@ import socket
 import struct
 import time
 
+from grader import jsonio
+
 MAX_MESSAGE = 64 * 2**20
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell
 _HEADER = struct.Struct("!I")
@@ -41,7 +43,7 @@ def recv(sock: socket.socket, deadline: float | None = None) -> dict | None:
     body = _recv_exactly(sock, size, deadline)
     if body is None:
         return None
-    message = json.loads(body.decode("utf-8"))
+    message = jsonio.loads(body.decode("utf-8"))
     if not isinstance(message, dict):
         raise ValueError("a message must be a JSON object")
     return message
