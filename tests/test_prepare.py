@@ -55,3 +55,34 @@ def test_a_broken_file_gets_one_sentence(tmp_path, content, says):
     path.write_bytes(content)
     with pytest.raises(ValueError, match=".*".join(map(__import__("re").escape, says.split("(", 1)))):
         read_submission(path)
+
+
+def _invalid_cell(nb: dict) -> dict:
+    nb["cells"][3]["execution_count"] = "seven"  # not an integer: the schema says no
+    return nb
+
+
+def _invalid_top(nb: dict) -> dict:
+    nb["metadata"]["kernelspec"] = "python3"  # an object in the schema
+    return nb
+
+
+@pytest.mark.parametrize("spoil", [_invalid_cell, _invalid_top])
+def test_an_invalid_notebook_logs_nbformats_error_even_after_valid_ones(tmp_path, caplog, spoil):
+    """Cells found valid are remembered within a batch; an invalid notebook read after valid ones
+    (the same cells, one spoiled) still logs the error nbformat.reads logs, and reads the same."""
+    release = _notebooks()["release"]
+    good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
+    good.write_text(json.dumps(release), encoding="utf-8")
+    text = json.dumps(spoil(copy.deepcopy(release)))
+    bad.write_text(text, encoding="utf-8")
+    with caplog.at_level("ERROR"):
+        read_submission(good)
+        read_submission(good)
+        assert not caplog.records
+        ours = read_submission(bad)
+        logged = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        theirs = nbformat.reads(text, as_version=4)
+        assert logged == [r.getMessage() for r in caplog.records] and len(logged) == 1
+    assert ours == theirs
