@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nbgrader import api
-from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -184,19 +184,27 @@ def _grades(conn: Connection, submission_ids: list[str], notebook: str) -> dict[
 
 def totals(db_url: str, chapter: str, students: Sequence[str] | None = None) -> dict[str, tuple[float, float]]:
     """student -> (score, max_score) of their ``chapter``, manual grades and extra credit
-    included, as nbgrader computes them; students without a submission are left out."""
-    score, max_score = api.SubmittedAssignment.score, api.SubmittedAssignment.max_score
-    query = (select(api.SubmittedAssignment.student_id, score, max_score)
-             .join(api.Assignment, api.Assignment.id == api.SubmittedAssignment.assignment_id)
-             .where(api.Assignment.name == chapter))
-    found: dict[str, tuple[float, float]] = {}
+    included, as nbgrader computes them; students without a submission are left out.
+
+    nbgrader's ``SubmittedAssignment.score`` and ``max_score`` are subqueries run for every row;
+    here the scores are summed in one grouped query (with nbgrader's own ``Grade.score``
+    expression) and the chapter's maximum, the same for every submission, is read once.
+    """
+    got = func.coalesce(func.sum(api.Grade.score), 0.0)
+    query = (select(submission_t.c.student_id, got)
+             .select_from(submission_t)
+             .join(assignment_t, assignment_t.c.id == submission_t.c.assignment_id)
+             .outerjoin(submitted_nb_t, submitted_nb_t.c.assignment_id == submission_t.c.id)
+             .outerjoin(grade_t, grade_t.c.notebook_id == submitted_nb_t.c.id)
+             .where(assignment_t.c.name == chapter)
+             .group_by(submission_t.c.student_id))
     with gbmod.open_gradebook(db_url) as gb:
+        most = gb.db.execute(select(api.Assignment.max_score).where(api.Assignment.name == chapter)).scalar()
+        if most is None:
+            return {}
         if students is None:
             rows = gb.db.execute(query).all()
         else:
             rows = [r for chunk in _chunks(list(dict.fromkeys(students)))
-                    for r in gb.db.execute(query.where(api.SubmittedAssignment.student_id.in_(chunk))).all()]
-    for student, got, most in rows:
-        found[student] = (float(got or 0.0), float(most or 0.0))
-    return found
-
+                    for r in gb.db.execute(query.where(submission_t.c.student_id.in_(chunk))).all()]
+    return {student: (float(score or 0.0), float(most or 0.0)) for student, score in rows}

@@ -108,7 +108,10 @@ def test_totals_are_nbgraders_scores_for_the_students_asked(db):
     ids = _test_ids(db)
     notebook = project.source_notebook(CHAPTER).stem
     scores.save(db, [Scores(CHAPTER, notebook, s, dict.fromkeys(ids, p)) for s, p in (("a", 1.0), ("b", 0.0))])
-    with gradebook.open_gradebook(db) as gb:
+    with gradebook.open_gradebook(db) as gb:  # a manual grade and extra credit count as nbgrader counts them
+        gb.find_grade(ids[0], notebook, CHAPTER, "a").manual_score = 0.25
+        gb.find_grade(ids[1], notebook, CHAPTER, "a").extra_credit = 2.0
+        gb.db.commit()
         expected = {s: (gb.find_submission(CHAPTER, s).score, gb.find_submission(CHAPTER, s).max_score) for s in "ab"}
     assert scores.totals(db, CHAPTER) == expected
     assert scores.totals(db, CHAPTER, ["b", "nobody"]) == {"b": expected["b"]}
