@@ -81,21 +81,25 @@ def _save(conn: Connection, batch: Sequence[Scores]) -> None:
         assignment_id = conn.execute(select(assignment_t.c.id).where(assignment_t.c.name == chapter)).scalar()
         if assignment_id is None:
             raise GradebookError(f"the gradebook has no chapter {chapter!r}", hint="grade it with course grade")
-        students = [s.student for s in items]
-        subs = _submissions(conn, assignment_id, students)
-        grades = _grades(conn, list(subs.values()), notebook)
+        subs, created = _submissions(conn, assignment_id, items)
+        known = [s for s in items if s.student not in created]  # their grade rows exist: scores go in by UPDATE
+        grades = _grades(conn, [subs[s.student] for s in known], notebook) if known else {}
         params = []
-        for item in items:
+        for item in known:
             for grade_id, score in item.scores.items():
                 try:
                     grade_pk, manual = grades[(item.student, grade_id)]
                 except KeyError:
-                    raise GradebookError(f"the gradebook has no test cell {grade_id!r} in {chapter}/{notebook}",
-                                         hint="the chapter changed since it was registered: grade into a new --workdir") from None
+                    raise _unknown_cell(grade_id, chapter, notebook) from None
                 params.append({"pk": grade_pk, "auto": float(score), "review": manual is not None})
         if params:
             conn.execute(update(grade_t).where(grade_t.c.id == bindparam("pk"))
                          .values(auto_score=bindparam("auto"), needs_manual_grade=bindparam("review")), params)
+
+
+def _unknown_cell(grade_id: str, chapter: str, notebook: str) -> GradebookError:
+    return GradebookError(f"the gradebook has no test cell {grade_id!r} in {chapter}/{notebook}",
+                          hint="the chapter changed since it was registered: grade into a new --workdir")
 
 
 def _grouped(batch: Iterable[Scores]) -> dict[tuple[str, str], list[Scores]]:
@@ -125,42 +129,58 @@ def _students(conn: Connection, batch: Sequence[Scores]) -> None:
                      renamed)
 
 
-def _submissions(conn: Connection, assignment_id: str, students: list[str]) -> dict[str, str]:
-    """student -> submission id, creating what nbgrader's ``add_submission`` creates for the new ones."""
+def _submissions(conn: Connection, assignment_id: str, items: Sequence[Scores]) -> tuple[dict[str, str], set[str]]:
+    """student -> submission id, creating what nbgrader's ``add_submission`` creates for the new
+    ones; and the students created now. A new submission's grades are written with their
+    automatic scores (what the UPDATE of an existing one sets: the score, no review needed), so
+    a fresh batch neither reads its rows back nor updates them."""
+    students = [s.student for s in items]
     subs: dict[str, str] = {}
     for chunk in _chunks(students):
         subs.update(conn.execute(select(submission_t.c.student_id, submission_t.c.id).where(
             submission_t.c.assignment_id == assignment_id, submission_t.c.student_id.in_(chunk))).all())
-    missing = [s for s in dict.fromkeys(students) if s not in subs]
+    missing = {s.student: s for s in items if s.student not in subs}  # the last of a student's items, as UPDATEs leave it
     if not missing:
-        return subs
+        return subs, set()
     layout = _layout(conn, assignment_id)
     rows: dict[str, list[dict]] = {"sub": [], "nb": [], "grade": [], "comment": []}
-    for student in missing:
+    for student, item in missing.items():
         sub_id = subs[student] = api.new_uuid()
         rows["sub"].append({"id": sub_id, "assignment_id": assignment_id, "student_id": student})
-        for notebook_id, graded, commented in layout:
+        for notebook_id, notebook_name, graded, commented in layout:
             nb_id = api.new_uuid()
             rows["nb"].append({"id": nb_id, "assignment_id": sub_id, "notebook_id": notebook_id})
-            rows["grade"].extend({"id": api.new_uuid(), "notebook_id": nb_id, "cell_id": c} for c in graded)
+            scored = notebook_name == item.notebook
+            if scored and set(item.scores) - {name for _, name in graded}:
+                unknown = next(g for g in item.scores if g not in {name for _, name in graded})
+                raise _unknown_cell(unknown, item.chapter, item.notebook)
+            for cell_id, name in graded:
+                row = {"id": api.new_uuid(), "notebook_id": nb_id, "cell_id": cell_id, "auto_score": None,
+                       "needs_manual_grade": False}
+                if scored and name in item.scores:
+                    row["auto_score"] = float(item.scores[name])
+                rows["grade"].append(row)
             rows["comment"].extend({"id": api.new_uuid(), "notebook_id": nb_id, "cell_id": c} for c in commented)
     for table, key in ((submission_t, "sub"), (submitted_nb_t, "nb"), (grade_t, "grade"), (comment_t, "comment")):
         if rows[key]:
             conn.execute(table.insert(), rows[key])
-    return subs
+    return subs, set(missing)
 
 
-def _layout(conn: Connection, assignment_id: str) -> list[tuple[str, list[str], list[str]]]:
-    """(notebook id, graded cell ids, commented cell ids) of each notebook of a chapter: grade and
-    task cells get a grade, answer and task cells a comment (``add_submission``'s rows)."""
-    def cell_ids(table, notebook_id: str) -> list[str]:
-        return list(conn.execute(select(table.c.id).join(base_cell_t, base_cell_t.c.id == table.c.id)
-                                 .where(base_cell_t.c.notebook_id == notebook_id)).scalars())
+def _layout(conn: Connection, assignment_id: str) -> list[tuple[str, str, list[tuple[str, str]], list[str]]]:
+    """(notebook id, notebook name, graded cells as (id, name), commented cell ids) of each notebook
+    of a chapter: grade and task cells get a grade, answer and task cells a comment
+    (``add_submission``'s rows)."""
+    def cells_of(table, notebook_id: str) -> list[tuple[str, str]]:
+        return [(cid, name) for cid, name in conn.execute(
+            select(table.c.id, base_cell_t.c.name).join(base_cell_t, base_cell_t.c.id == table.c.id)
+            .where(base_cell_t.c.notebook_id == notebook_id)).all()]
 
     layout = []
-    for notebook_id in conn.execute(select(notebook_t.c.id).where(notebook_t.c.assignment_id == assignment_id)).scalars():
-        grade_cells, solution_cells, task_cells = (cell_ids(t, notebook_id) for t in (grade_cell_t, solution_cell_t, task_cell_t))
-        layout.append((notebook_id, grade_cells + task_cells, solution_cells + task_cells))
+    for notebook_id, name in conn.execute(select(notebook_t.c.id, notebook_t.c.name)
+                                          .where(notebook_t.c.assignment_id == assignment_id)).all():
+        grade_cells, solution_cells, task_cells = (cells_of(t, notebook_id) for t in (grade_cell_t, solution_cell_t, task_cell_t))
+        layout.append((notebook_id, name, grade_cells + task_cells, [c for c, _ in solution_cells + task_cells]))
     return layout
 
 

@@ -128,3 +128,27 @@ def test_a_batch_with_an_unknown_test_cell_writes_nothing(db):
     assert scores.totals(db, CHAPTER) == {}
     with gradebook.open_gradebook(db) as gb:
         assert gb.db.query(api.Student).count() == 0
+
+
+def test_new_and_known_students_in_one_batch_leave_what_the_orm_leaves(db, tmp_path):
+    """New submissions get their scores with their rows, known ones by update; a student twice in
+    a batch keeps the last scores, either way."""
+    import shutil
+
+    ids = _test_ids(db)
+    notebook = project.source_notebook(CHAPTER).stem
+    orm = tmp_path / "orm"
+    orm.mkdir()
+    shutil.copy(db.removeprefix("sqlite:///"), orm / "gradebook.db")
+    orm_url = f"sqlite:///{orm / 'gradebook.db'}"
+    first = [Scores(CHAPTER, notebook, "known", dict.fromkeys(ids, 0.0))]
+    second = [Scores(CHAPTER, notebook, "known", dict.fromkeys(ids, 1.0)),
+              Scores(CHAPTER, notebook, "new", dict.fromkeys(ids, 1.0)),
+              Scores(CHAPTER, notebook, "new", {g: float(i % 2) for i, g in enumerate(ids)}),
+              Scores(CHAPTER, notebook, "known", {g: float((i + 1) % 2) for i, g in enumerate(ids)})]
+    for batch in (first, second):
+        scores.save(db, batch)
+        for item in batch:
+            _orm_save(orm_url, item.student, item.scores, item.name)
+    assert _dump(db) == _dump(orm_url)
+    assert scores.totals(db, CHAPTER)["new"][0] == sum(i % 2 for i in range(len(ids)))
