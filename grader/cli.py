@@ -251,12 +251,6 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     downloaded from Canvas or Moodle. Options not given (--timeout, --memory-mb, --device,
     --engine, --solutions, the gradebook) are the ones WORKDIR was last graded with.
     """
-    from tqdm import tqdm
-
-    from grader import export, gradebook, interop, report
-    from grader import grade as mod
-    from grader.engines.sandbox import isolation_summary
-
     if no_sandbox and not unsafe_no_sandbox:
         raise click.UsageError("--no-sandbox runs every submission as this user, able to read the solutions and the "
                                "gradebook and to signal the grader: add --unsafe-no-sandbox to confirm (trusted code only)")
@@ -277,6 +271,14 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     if solutions_dir is None and remembered.get("solutions") and Path(remembered["solutions"]).is_dir():
         solutions_dir = Path(remembered["solutions"])
     check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
+    if engine == "fork" and scheduler is None:
+        _start_servers(ws, submissions, solutions_dir, jobs, device=device, isolate=not no_sandbox)
+    from tqdm import tqdm
+
+    from grader import export, gradebook, interop, report
+    from grader import grade as mod
+    from grader.engines.sandbox import isolation_summary
+
     _warn_if_password_in_argv(db_url)
     gb = db_url_of(ws, given_db_url(db_url, db_url_file))
     if not force:
@@ -332,6 +334,24 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     report_path = report.main(workdir, db_url=url)
     click.echo(f"\n{len(reports)} submission(s); grades in {csv_path} (per test: {interop.RESULTS_CSV}); "
                f"class report in {report_path.with_suffix('.html')}")
+
+
+def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None, jobs: int | None, *,
+                   device: str, isolate: bool) -> None:
+    """Start the fork engine's warm servers first: each imports torch (~2 s) while this process
+    imports the grader, reads the chapters and runs nothing yet; ``course grade`` finds them
+    ready. (A batch refused later -- a busy workspace, a bad option -- stops them at exit.)"""
+    import os
+
+    from grader import project
+    from grader.engines import forkpool
+    from grader.engines.execution import ExecOptions
+
+    wanted = max(1, jobs or os.cpu_count() or 1)
+    if submissions.is_dir():  # no more servers than notebooks (a zip: as many as jobs)
+        wanted = min(wanted, max(1, sum(1 for _ in submissions.glob("*/*/*.ipynb"))))
+    hide = ws.hidden(submissions, solutions_dir or project.SOLUTIONS)
+    forkpool.prestart(ExecOptions(device=device, isolate=isolate, hide=hide), wanted)
 
 
 @cli.command("report")
@@ -410,7 +430,35 @@ def samples(dest: Path, chapters: tuple[str, ...]) -> None:
 
 def main() -> None:
     """Entry point of the ``course`` console script (errors: see :class:`_Course`)."""
-    cli()
+    try:
+        cli()
+    except SystemExit as exc:
+        _leave(exc.code)
+    _leave(0)
+
+
+def _leave(code: object) -> None:
+    """Exit with ``code`` as ``sys.exit`` would, without tearing the interpreter down: the exit
+    handlers run (the fork servers stop, logging is flushed) and every file this command wrote is
+    closed by then, but the ~1 s Python spends freeing torch's, nbgrader's and SQLAlchemy's
+    objects one by one before it exits is skipped."""
+    import atexit
+    import os
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 if __name__ == "__main__":

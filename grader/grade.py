@@ -157,8 +157,9 @@ def main(
     sources = {c: project.source_notebook(c, solutions_dir) for c in chapters}
     expected = {c: p.name for c, p in sources.items()}
     intake_notes: list[str] = []
+    hide = ws.hidden(submissions, solutions_dir)
     if submissions.is_file():  # an LMS download
-        unpacked = ws.root / "intake" / submissions.stem
+        unpacked = ws.intake(submissions)
         shutil.rmtree(unpacked, ignore_errors=True)
         intake_notes = extract_lms_zip(submissions, unpacked, expected, chapter)
         for note in intake_notes:
@@ -178,7 +179,6 @@ def main(
     for name in sorted({s.chapter for s in found if s.chapter in sources}):  # before the gradebook is touched
         check_regions(name, nbformat.read(str(sources[name]), as_version=4))
     gbmod.check(db_url, create=True)
-    hide = sorted({str(p.resolve()) for p in (workdir, submissions, solutions_dir)})
     base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
     if engine == "fork" and scheduler is None and waiting:
         from grader.engines import forkpool

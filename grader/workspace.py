@@ -51,6 +51,17 @@ class Workspace:
     def submitted(self) -> Path:
         return self.root / "submitted"
 
+    def intake(self, lms_zip: Path) -> Path:
+        """Where an LMS zip of submissions is unpacked."""
+        return self.root / "intake" / lms_zip.stem
+
+    def hidden(self, submissions: Path, solutions_dir: Path) -> list[str]:
+        """The folders a sandbox hides from the submissions it runs: this workspace, the
+        submissions (a zip's: where it is unpacked) and the chapters' solutions."""
+        if submissions.is_file():
+            submissions = self.intake(submissions)
+        return sorted({str(p.resolve()) for p in (self.root, submissions, solutions_dir)})
+
     @property
     def autograded(self) -> Path:
         return self.root / "autograded"
