@@ -89,17 +89,37 @@ PRELOAD = (
     "hypothesis", "hypothesis.strategies", "torch.fx.experimental.symbolic_shapes",
 )
 
-#: Run after the imports, by a fork server and by every kernel alike: hypothesis's first test in
-#: a process pays ~0.3 s once (a full garbage collection to register random states, a scan of
-#: local modules for constants); a server pays it once for all its children. Nothing it leaves
-#: behind depends on the learner: the seeds are reset right after it.
+#: Run after the imports, by a fork server and by every kernel alike: what a process pays the
+#: first time it runs the tests' machinery, paid here instead of in the learner's cells -- a
+#: server pays it once for all its children (~35 ms of each chapter-01 child). Hypothesis's first
+#: test in a process pays ~0.3 s (a full garbage collection to register random states, a scan of
+#: local modules for constants) and each kind of strategy its first draw; the checks and the
+#: observation encoder their first tensor of each dtype; torch its first call of each common op.
+#: It runs in a function of its own and prints nothing; nothing it leaves behind depends on the
+#: learner, and the seeds are reset right after it.
 WARM_UP = """
 def _course_warm_up():
+    import contextlib, io
+    import torch
     from hypothesis import given, settings, strategies as st
-    @settings(max_examples=3, derandomize=True, database=None, deadline=None)
-    @given(st.integers(0, 3), st.lists(st.integers(1, 5), min_size=1, max_size=2))
-    def warm(a, b):
-        pass
+    import course_utils.checks as checks
+    import course_utils.observe as observe
+    with contextlib.redirect_stdout(io.StringIO()):
+        for dtype in (torch.float32, torch.float64, torch.int64, torch.bool):
+            t = torch.arange(12).reshape(3, 4).to(dtype)
+            checks.check_tensor(t, t.clone(), name="warm-up")
+            checks.check_shape(t, (3, 4), name="warm-up")
+            observe.encode(t), observe.encode(t.T), observe.encode(t[:, 1])
+        checks.check_value(1.5, 1.5, name="warm-up")
+        x = torch.randn(4, 3)
+        (x @ x.T).sum(dim=1, keepdim=True).argmax(), torch.stack([x, x]).mean(0), torch.cat([x, x], 1)
+        torch.allclose(x, x), torch.einsum("ij,kj->ik", x, x), torch.bmm(x[None], x.T[None]), x.max(dim=1)
+    @settings(max_examples=5, derandomize=True, database=None, deadline=None)
+    @given(st.integers(1, 5), st.lists(st.integers(1, 4), min_size=0, max_size=3),
+           st.sampled_from([torch.float32, torch.float64]), st.floats(-10, 10, allow_nan=False), st.booleans(),
+           st.one_of(st.integers(0, 3), st.floats(0, 1)))
+    def warm(a, shape, dtype, value, flag, either):
+        torch.zeros(shape or [1], dtype=dtype) + value
     warm()
 try:
     _course_warm_up()
@@ -138,8 +158,12 @@ def new_guard_name() -> str:
     return f"__course_guard_{secrets.token_hex(6)}__"
 
 
-def install_code(name: str) -> str:
-    """Code run in a fresh kernel, before any learner code: remember what the tests rely on."""
+def install_code(name: str, *, warm_up: bool = True) -> str:
+    """Code run in a fresh kernel, before any learner code: remember what the tests rely on.
+
+    ``warm_up=False`` leaves :data:`WARM_UP` out: a fork server ran it before forking, and its
+    children start with what it warmed.
+    """
     return f'''
 def _course_guard_factory(watched):
     import importlib, sys
@@ -177,7 +201,7 @@ for _m in {PRELOAD!r}:
     except Exception:
         pass
 del _il, _m
-{WARM_UP}
+{WARM_UP if warm_up else ""}
 import random as _r, numpy as _np, torch as _t
 _r.seed(0); _np.random.seed(0); _t.manual_seed(0)
 del _r, _np, _t

@@ -63,7 +63,7 @@ class Child:
             if budget is not None and host_pid:
                 budget.add(host_pid)  # before learner code runs: everything it starts is counted
             self.sock.settimeout(options.startup_timeout)
-            send(self.sock, {"memory_mb": options.memory_mb, "guard": guard, "install": integrity.install_code(guard)})
+            send(self.sock, {"memory_mb": options.memory_mb, "guard": guard, "install": integrity.install_code(guard, warm_up=False)})
             hello = recv(self.sock, time.monotonic() + options.startup_timeout)
         except (OSError, ValueError) as exc:
             self.close()
