@@ -243,3 +243,17 @@ def test_nothing_a_child_starts_outlives_its_submission():
     run("1")  # the next submission on the same server starts only after the cleanup
     left = [p for p in processes_with(marker) if open(f"/proc/{p}/stat").read().split()[2] != "Z"]
     assert not left
+
+
+def test_a_test_cells_error_has_a_plain_traceback_and_the_learners_mode_is_kept():
+    """A test cell's traceback is formatted in IPython's Plain mode (frames, lines, message); the
+    learner's cells keep the default Context mode, and a mode the learner chose (%xmode) stays theirs."""
+    failing = "def f():\n    raise ValueError('bad value')\nf()"
+    ex = run(failing, failing, "%xmode Minimal", failing, failing, tests=(1, 3))
+    shown = [re.sub(r"\x1b\[[0-9;]*m", "", "".join(ex.nb.cells[i].outputs[-1].traceback)) for i in (0, 1, 3, 4)]
+    learner, test, test_after, learner_after = shown
+    assert learner.startswith("-----") and "----> 2     raise ValueError('bad value')" in learner  # Context
+    assert test.startswith("Traceback (most recent call last):\n") and "    raise ValueError('bad value')\n" in test
+    assert test_after.startswith("Traceback (most recent call last):\n")  # Plain, whatever the learner chose
+    assert learner_after.strip() == "ValueError: bad value"  # the learner's Minimal, kept after the test
+    assert all(ex.nb.cells[i].outputs[-1].evalue == "bad value" for i in (0, 1, 3, 4))
