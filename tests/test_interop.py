@@ -123,4 +123,4 @@ def test_a_manual_grade_and_comment_reach_feedback_results_and_report(work):
     review = report.split('id="needs-review"')[1]
     assert "carol" in review and "test_ex1_double" in review and "needs manual grade" in review
     assert "<script" not in report and 'src="http' not in report
-    assert report.count("data:image/png;base64,") == 1, "one plot per chapter"
+    assert report.count("data:image/svg+xml;base64,") == 1, "one plot per chapter"
