@@ -10,6 +10,7 @@ misbehaving submission costs that submission and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -28,7 +29,7 @@ from grader import dispatch, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
 from grader.engines.execution import ExecOptions
-from grader.exceptions import Interrupted, NothingToGrade, OptionError
+from grader.exceptions import Interrupted, NothingToGrade, OptionError, WorkspaceBusy
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
@@ -72,16 +73,24 @@ def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[...
             raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
         workdir = Path(given["workdir"])
         existed = workdir.exists()
-        try:
-            with Workspace(workdir).lock():
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(Workspace(workdir).lock())
+            except WorkspaceBusy:  # the batch holding the lock owns the folder, however new: touch nothing
+                raise
+            except BaseException:
+                if not existed:
+                    _remove_if_only_lock(workdir)
+                raise
+            try:
                 try:
                     return grade(*bound.args, **bound.kwargs)
                 except KeyboardInterrupt:  # before any submission ran (see main for one in the batch)
                     raise Interrupted("interrupted before grading began; rerun to grade") from None
-        except BaseException:
-            if not existed:  # refused before anything was written: leave no empty workspace behind
-                _remove_if_only_lock(workdir)
-            raise
+            except BaseException:
+                if not existed:  # refused before anything was written: leave no empty workspace behind,
+                    _remove_if_only_lock(workdir)  # while the lock is still ours
+                raise
 
     return checked
 

@@ -16,7 +16,7 @@ import pytest
 
 from grader import samples
 from grader.exceptions import GradebookError
-from grader.workspace import DB_URL_ENV, GradebookUrl, Workspace, db_url_of, mask
+from grader.workspace import DB_URL_ENV, LOCK, GradebookUrl, Workspace, db_url_of, mask
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI = ROOT / "tests" / "fixtures" / "course" / "solutions"
@@ -184,3 +184,27 @@ def test_two_grades_started_at_once_on_a_fresh_workspace_one_grades_one_is_refus
     exported = course("export", "--workdir", tmp_path / "fresh")
     assert exported.returncode == 0, exported.stderr
     assert len((tmp_path / "fresh" / "course-grades.csv").read_text().splitlines()) == 1 + 4
+
+
+def test_a_refused_grade_leaves_the_new_workspace_of_the_batch_holding_it(graded, tmp_path, monkeypatch):
+    """Another batch creates the workspace and takes its lock between our look at the folder and
+    our try for the lock: refused, we leave its folder (nothing in it but the lock yet) alone. The
+    refused batch used to remove it under the other one, which then failed."""
+    import contextlib
+
+    from grader import grade
+    from grader.exceptions import WorkspaceBusy
+
+    fresh = tmp_path / "fresh"
+
+    @contextlib.contextmanager
+    def taken_meanwhile(self):
+        fresh.mkdir()
+        (fresh / LOCK).touch()
+        raise WorkspaceBusy("another `course grade` is grading into this workspace")
+        yield
+
+    monkeypatch.setattr(Workspace, "lock", taken_meanwhile)
+    with pytest.raises(WorkspaceBusy):
+        grade.main(graded["subs"], fresh, solutions_dir=graded["tmp"] / "solutions")
+    assert (fresh / LOCK).is_file(), "the other batch's workspace was removed"
