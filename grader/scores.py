@@ -143,17 +143,18 @@ def _submissions(conn: Connection, assignment_id: str, items: Sequence[Scores]) 
     if not missing:
         return subs, set()
     layout = _layout(conn, assignment_id)
+    cell_names = {notebook_name: {name for _, name in graded} for _, notebook_name, graded, _ in layout}
     rows: dict[str, list[dict]] = {"sub": [], "nb": [], "grade": [], "comment": []}
     for student, item in missing.items():
+        unknown = [g for g in item.scores if g not in cell_names.get(item.notebook, set())]
+        if unknown:
+            raise _unknown_cell(unknown[0], item.chapter, item.notebook)
         sub_id = subs[student] = api.new_uuid()
         rows["sub"].append({"id": sub_id, "assignment_id": assignment_id, "student_id": student})
         for notebook_id, notebook_name, graded, commented in layout:
             nb_id = api.new_uuid()
             rows["nb"].append({"id": nb_id, "assignment_id": sub_id, "notebook_id": notebook_id})
             scored = notebook_name == item.notebook
-            if scored and set(item.scores) - {name for _, name in graded}:
-                unknown = next(g for g in item.scores if g not in {name for _, name in graded})
-                raise _unknown_cell(unknown, item.chapter, item.notebook)
             for cell_id, name in graded:
                 row = {"id": api.new_uuid(), "notebook_id": nb_id, "cell_id": cell_id, "auto_score": None,
                        "needs_manual_grade": False}

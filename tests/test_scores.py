@@ -125,6 +125,8 @@ def test_a_batch_with_an_unknown_test_cell_writes_nothing(db):
     bad = Scores(CHAPTER, notebook, "bad", {"no_such_test": 1.0})
     with pytest.raises(GradebookError, match="no_such_test"):
         scores.save(db, [good, bad])
+    with pytest.raises(GradebookError, match="no test cell"):  # a notebook the chapter does not have
+        scores.save(db, [good, Scores(CHAPTER, "no_such_notebook", "bad", dict.fromkeys(ids, 1.0))])
     assert scores.totals(db, CHAPTER) == {}
     with gradebook.open_gradebook(db) as gb:
         assert gb.db.query(api.Student).count() == 0
