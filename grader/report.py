@@ -80,8 +80,10 @@ def chapter_plot(chapter: str, results: list[dict], stats: list[ExerciseStats]) 
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>']
 
-    def text(x: float, y: float, value: str, anchor: str = "middle", size: int = 11, weight: str = "normal") -> None:
-        out.append(f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" '
+    def text(x: float, y: float, value: str, anchor: str = "middle", size: int = 11, weight: str = "normal",
+             upright: bool = True) -> None:
+        turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'
+        out.append(f'<text x="{x:.1f}" y="{y:.1f}"{turn} text-anchor="{anchor}" font-size="{size}" '
                    f'font-weight="{weight}">{html.escape(value)}</text>')
 
     # left: how many submissions scored in each tenth of the chapter's points
@@ -101,8 +103,7 @@ def chapter_plot(chapter: str, results: list[dict], stats: list[ExerciseStats]) 
     for i, edge in enumerate(BINS):
         text(x0 + i * w0 / (len(BINS) - 1), top + plot_h + 15, f"{min(edge, 100):.0f}")
     text(x0 + w0 / 2, top + plot_h + 34, "score (% of the chapter's points)")
-    text(14, top + plot_h / 2, "submissions", anchor="middle")
-    out[-1] = out[-1].replace("<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1)
+    text(14, top + plot_h / 2, "submissions", upright=False)
     out.append(f'<rect x="{x0}" y="{top}" width="{w0}" height="{plot_h}" fill="none" stroke="black"/>')
 
     # right: the share of submissions passing each test, hardest on top
