@@ -57,6 +57,11 @@ OUTPUT_CELLS = (
     "input('name? ')",
     "import sys\nsys.exit(3)",
     "import torch\ntorch.tensor([1.5, 2.0])",
+    # IPython's own syntax and top-level await, which the child's shortcuts must leave to IPython
+    "import asyncio\nawait asyncio.sleep(0)\n'awaited'",
+    "if True:\n        a = 1\n    b = 2",
+    "%xmode Plain",
+    "mode = %xmode Context\nmode is None",
 )
 
 

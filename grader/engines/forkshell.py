@@ -24,6 +24,7 @@ from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
 from grader.engines.confine import set_limits
+from grader.engines.quickshell import QuickCompiler, QuickTransformerManager, may_be_async
 from grader.engines.wire import MAX_STREAM, recv, send
 
 GUARD_TIMEOUT = 15  # as the kernel engine's guard probe (PROBE_TIMEOUT + 10)
@@ -68,17 +69,23 @@ class CaptureShell(InteractiveShell):
         sys.stderr.flush()
         self.capture.add({"output_type": "error", "ename": str(etype.__name__), "evalue": str(evalue), "traceback": stb})
 
+    def should_run_async(self, raw_cell, *, transformed_cell=None, preprocessing_exc_tuple=None) -> bool:
+        if transformed_cell is not None and not may_be_async(transformed_cell):
+            return False  # what IPython would find by compiling the cell once more
+        return super().should_run_async(raw_cell, transformed_cell=transformed_cell,
+                                        preprocessing_exc_tuple=preprocessing_exc_tuple)
+
 
 def new_shell() -> CaptureShell:
     """The shell, built in the server (no history database, no threads) and used by children."""
-    from ipykernel.compiler import (
-        XCachingCompiler,  # names cells as a kernel does (``2707655447.py``)
-    )
     from traitlets.config import Config
 
     config = Config()
     config.HistoryManager.enabled = False
-    return CaptureShell.instance(config=config, compiler_class=XCachingCompiler)
+    # names cells as a kernel does (``2707655447.py``); see grader.engines.quickshell
+    shell = CaptureShell.instance(config=config, compiler_class=QuickCompiler)
+    shell.input_transformer_manager = QuickTransformerManager()
+    return shell
 
 
 class Stream(io.TextIOBase):
