@@ -272,7 +272,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
         solutions_dir = Path(remembered["solutions"])
     check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
     if engine == "fork" and scheduler is None:
-        _start_servers(ws, submissions, solutions_dir, jobs, device=device, isolate=not no_sandbox)
+        _start_servers(ws, submissions, solutions_dir, jobs, device=device, isolate=not no_sandbox, chapter=chapter)
     from tqdm import tqdm
 
     from grader import export, gradebook, interop, report
@@ -337,21 +337,28 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
 
 
 def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None, jobs: int | None, *,
-                   device: str, isolate: bool) -> None:
+                   device: str, isolate: bool, chapter: str | None = None) -> None:
     """Start the fork engine's warm servers first: each imports torch (~2 s) while this process
     imports the grader, reads the chapters and runs nothing yet; ``course grade`` finds them
-    ready. (A batch refused later -- a busy workspace, a bad option -- stops them at exit.)"""
+    ready, started with the preload its chapters ask for. (A batch refused later -- a busy
+    workspace, a bad option -- stops them at exit.)"""
     import os
 
     from grader import project
     from grader.engines import forkpool
     from grader.engines.execution import ExecOptions
 
+    solutions = solutions_dir or project.SOLUTIONS
     wanted = max(1, jobs or os.cpu_count() or 1)
     if submissions.is_dir():  # no more servers than notebooks (a zip: as many as jobs)
-        wanted = min(wanted, max(1, sum(1 for _ in submissions.glob("*/*/*.ipynb"))))
-    hide = ws.hidden(submissions, solutions_dir or project.SOLUTIONS)
-    forkpool.prestart(ExecOptions(device=device, isolate=isolate, hide=hide), wanted)
+        notebooks = list(submissions.glob("*/*/*.ipynb"))
+        wanted = min(wanted, max(1, len(notebooks)))
+        chapters = {p.parent.name for p in notebooks}
+    else:  # a zip: the chapter named, if any (a guess that differs costs a restart, not a grade)
+        chapters = {chapter} if chapter else set()
+    preload = project.preload(chapters & set(project.chapters(solutions)), solutions)
+    hide = ws.hidden(submissions, solutions)
+    forkpool.prestart(ExecOptions(device=device, isolate=isolate, hide=hide, preload=preload), wanted)
 
 
 @cli.command("report")

@@ -28,7 +28,7 @@ from nbformat import NotebookNode
 from grader import dispatch, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
-from grader.engines.execution import ExecOptions
+from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, NothingToGrade, OptionError, WorkspaceBusy
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
@@ -188,7 +188,9 @@ def main(
     for name in sorted({s.chapter for s in found if s.chapter in sources}):  # before the gradebook is touched
         check_regions(name, nbformat.read(str(sources[name]), as_version=4))
     gbmod.check(db_url, create=True)
-    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide)
+    preload = project.preload({s.chapter for s in found if s.path is not None and s.chapter in sources}, solutions_dir)
+    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide,
+                       preload=preload)
     if engine == "fork" and scheduler is None and waiting:
         from grader.engines import forkpool
 
@@ -222,12 +224,12 @@ def main(
             changed += record.recorded_fingerprint(ws, sub) == _result_key(raw, source, before)
         candidates.append((sub, options, raw, fp))
     if changed:
-        shown = {k: v for k, v in asdict(base).items() if k != "hide"}
-        was = {k: v for k, v in asdict(before).items() if k != "hide"}
+        shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
+        was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
         raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
                           "grading them with these would replace their grades",
                           hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
-    ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k != "hide"}},
+    ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
     def recorded_now(report: Report) -> None:
         reports.append(report)
@@ -323,7 +325,7 @@ def _remembered_options(ws: Workspace, base: ExecOptions) -> ExecOptions | None:
     remembered = ws.settings().get("grading")
     if not isinstance(remembered, dict):
         return None
-    fields = {f.name for f in dataclasses.fields(ExecOptions)} - {"hide"}
+    fields = {f.name for f in dataclasses.fields(ExecOptions)} - set(NOT_GRADING)
     return dataclasses.replace(base, **{k: v for k, v in remembered.items() if k in fields})
 
 

@@ -80,13 +80,18 @@ def _line_of(text: str, pos: int) -> str:
 
 
 #: Modules imported before any learner code, by a fork server and by every kernel alike, so
-#: that an import hook a learner installs meets the same modules under both engines.
+#: that an import hook a learner installs meets the same modules under both engines. (A fork
+#: server also imports what the batch's chapters ask for in their grading.toml, ``preload``:
+#: modules their cells import anyway, which a kernel imports when its cells do.)
 #: ``torch.fx.experimental.symbolic_shapes`` (and sympy with it) is what the first
 #: ``torch.broadcast_shapes`` imports: 0.5 s, paid once by a server instead of by every child.
 PRELOAD = (
     "numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "IPython.core.interactiveshell",
     "course_utils", "course_utils.checks", "course_utils.observe", "course_utils.plots",
     "hypothesis", "hypothesis.strategies", "torch.fx.experimental.symbolic_shapes",
+    # what IPython, torch and course_utils import lazily in the cells of most chapters
+    "bdb", "IPython.core.logger", "torch._subclasses.schema_check_mode",
+    "course_utils.pictures", "course_utils.graph", "course_utils.data",
 )
 
 #: Run after the imports, by a fork server and by every kernel alike: what a process pays the

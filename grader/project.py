@@ -101,3 +101,33 @@ def resolve_chapters(names: list[str] | tuple[str, ...] | None, solutions_dir: P
             raise ChapterNotFound(f"no chapter named {name!r}", hint=f"chapters are: {', '.join(known) or 'none'}")
         out.extend(m for m in match if m not in out)
     return out
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+
+
+def preload(chapter_names: list[str] | set[str], solutions_dir: Path = SOLUTIONS) -> list[str]:
+    """The modules the chapters' ``grading.toml`` ask a fork server to import for their children
+    (``preload = ["torch._dynamo"]``: what a chapter's cells import lazily and slowly), sorted, once
+    each. A name that is not a dotted module name is left out with a warning: preloading only
+    saves time, it never changes a grade."""
+    import tomllib
+
+    names: set[str] = set()
+    for chapter in chapter_names:
+        path = Path(solutions_dir) / chapter / "grading.toml"
+        if not path.is_file():
+            continue
+        try:
+            wanted = tomllib.loads(path.read_text(encoding="utf-8")).get("preload", [])
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            log.warning("%s: not read (%s); its chapter is graded without a preload", path, exc)
+            continue
+        if not isinstance(wanted, list):
+            wanted = [wanted]
+        for name in wanted:
+            if isinstance(name, str) and _MODULE.match(name):
+                names.add(name)
+            else:
+                log.warning("%s: preload %r is not a module name (write it as \"package.module\"); left out", path, name)
+    return sorted(names)

@@ -21,7 +21,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from grader import cells, dispatch, instrument
-from grader.engines.execution import ExecOptions, Execution
+from grader.engines.execution import NOT_GRADING, ExecOptions, Execution
 from grader.observations import first_error, observations
 
 log = logging.getLogger(__name__)
@@ -38,13 +38,14 @@ _CODE = sorted(
 def options_key(options: dict[str, Any]) -> bytes:
     """The options that can change a grade, as bytes: not where the folders lie (``hide``), so
     the same submissions copied elsewhere are not graded again."""
-    return json.dumps({k: v for k, v in options.items() if k != "hide"}, sort_keys=True).encode()
+    return json.dumps({k: v for k, v in options.items() if k not in NOT_GRADING}, sort_keys=True).encode()
 
 
 def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) -> str:
-    """What a reference depends on: the chapter source, the options, the engine, the grader."""
+    """What a reference depends on: the chapter source, the options, the engine, the grader, and
+    what a fork server preloaded for it (as for the learners' children of that batch)."""
     h = hashlib.sha256()
-    for part in [source.read_bytes(), options_key(asdict(options)),
+    for part in [source.read_bytes(), options_key(asdict(options)), json.dumps(sorted(options.preload) if engine == "fork" else []).encode(),
                  engine.encode(), revision.encode()] + [p.read_bytes() for p in _CODE if p.exists()]:
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()[:32]

@@ -105,6 +105,31 @@ def test_chapter_executes_as_promised(executions, chapter, mode):
     assert result.code_cells_run > 5
 
 
+@pytest.mark.slow
+def test_a_chapters_cells_import_little_that_its_fork_server_did_not_preload():
+    """What the cells import lazily is paid by every child: ~1-2 s for torch._dynamo or scikit-learn.
+    grader.integrity.PRELOAD and the chapter's grading.toml ``preload`` keep it small; a chapter
+    that starts importing something big fails here until its grading.toml names it."""
+    from nbformat.v4 import new_code_cell
+
+    from grader.engines import fork
+    from grader.engines.execution import ExecOptions
+
+    for chapter in CHAPTERS:
+        nb = source(chapter)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        for cell in code:  # as CI and grading run them
+            cell.source = cell.source.replace("FAST = False", "FAST = True")
+        nb.cells = [new_code_cell("import sys as _s\n_before = set(_s.modules)"), *code,
+                    new_code_cell("sorted(set(_s.modules) - _before)")]
+        options = ExecOptions(cell_timeout=120, isolate=False, preload=project.preload([chapter]))
+        ex = fork.execute(nb, options)
+        result = ex.nb.cells[-1].outputs
+        assert result and result[0].output_type == "execute_result", f"{chapter}: {result}"
+        new = eval(result[0].data["text/plain"])  # a list of module names, from our own cell
+        assert len(new) < 30, f"{chapter} imports {len(new)} modules its server did not: {new[:40]}"
+
+
 def wrong_cases() -> list[tuple[str, dict]]:
     out = []
     for path in sorted(WRONG.glob("*.json")):

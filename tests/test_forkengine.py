@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -135,6 +136,13 @@ def _memory_contains(pid: int, needle: bytes) -> bool:
             except (OSError, ValueError, OverflowError):
                 continue
     return False
+
+
+def test_a_server_imports_what_the_batch_preloads_before_the_first_cell():
+    probe = "import sys\n'xml.dom.minidom' in sys.modules"
+    preloaded = run(probe, options=dataclasses.replace(OPTIONS, preload=["xml.dom.minidom"]))
+    assert text(preloaded.nb.cells[0]) == "[execute_result]True"
+    assert text(run(probe).nb.cells[0]) == "[execute_result]False"
 
 
 def test_the_warm_server_never_holds_a_submission():

@@ -280,3 +280,20 @@ def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
     rows = {r["student_id"]: r for r in csv.DictReader(export.write_grades_csv(
         grade.Workspace(tmp_path / "w").default_db_url(), tmp_path / "g.csv", workdir=tmp_path / "w").open())}
     assert (rows["bobjones"]["late"], rows["alicesmith"]["late"]) == (CH, ""), "lateness reaches the LMS's CSV"
+
+
+def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_solutions):
+    """Batches of other chapters preload other modules: a result recorded in one is still valid in
+    the next (no re-grade, no "graded with other options"); a fork engine's reference is redone."""
+    import dataclasses
+
+    from grader import reference
+    from grader.engines.execution import ExecOptions
+
+    source = next(mini_solutions.glob("*/*.ipynb"))
+    plain = ExecOptions()
+    preloaded = dataclasses.replace(plain, preload=["torch._dynamo"])
+    assert grade._result_key(b"{}", source, plain) == grade._result_key(b"{}", source, preloaded)
+    assert reference.options_key(dataclasses.asdict(plain)) == reference.options_key(dataclasses.asdict(preloaded))
+    assert reference.fingerprint(source, plain, "kernel", "r") == reference.fingerprint(source, preloaded, "kernel", "r")
+    assert reference.fingerprint(source, plain, "fork", "r") != reference.fingerprint(source, preloaded, "fork", "r")

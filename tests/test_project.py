@@ -85,3 +85,23 @@ def test_grade_with_a_stray_copy_in_a_chapter_folder_grades_and_warns(tmp_path, 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "alice" in proc.stdout and "00_mini" in proc.stdout
     assert all(name in proc.stderr for name in strays), proc.stderr[-2000:]
+
+
+def test_a_chapters_grading_toml_names_what_a_fork_server_preloads(tmp_path, caplog):
+    """``preload`` of the chapters' grading.toml, once each and sorted; a chapter without one adds
+    nothing; a name that is not a module, or a file that is not TOML, is left out with a warning."""
+    for chapter, text in {"01_a": 'preload = ["torch._dynamo", "graphviz"]\n', "02_b": 'preload = ["graphviz"]\n',
+                          "04_d": 'preload = ["ok.module", "rm -rf /", 3]\n', "05_e": "preload = [\n"}.items():
+        (tmp_path / chapter).mkdir()
+        (tmp_path / chapter / "grading.toml").write_text(text)
+    (tmp_path / "03_c").mkdir()
+    assert project.preload({"01_a", "02_b", "03_c"}, tmp_path) == ["graphviz", "torch._dynamo"]
+    assert project.preload(set(), tmp_path) == project.preload({"03_c"}, tmp_path) == []
+    with caplog.at_level(logging.WARNING):
+        assert project.preload({"04_d", "05_e"}, tmp_path) == ["ok.module"]
+    assert "'rm -rf /' is not a module name" in caplog.text and "05_e" in caplog.text
+
+
+def test_the_course_preloads_only_for_the_chapters_that_import_slowly():
+    assert project.preload(project.chapters()[:5]) == []
+    assert "torch._dynamo" in project.preload(["08_training_loop"])

@@ -13,6 +13,10 @@ from nbformat import NotebookNode
 TIMEOUT_ENAME = "CellTimeoutError"
 PROBE_TIMEOUT = 5
 
+#: Options that change where or how fast a submission runs, never its grade: left out of what a
+#: recorded result depends on and of the options a workspace remembers.
+NOT_GRADING = ("hide", "preload")
+
 #: Variables a kernel inherits; everything else (tokens, keys, cloud credentials) is dropped.
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
@@ -32,6 +36,9 @@ class ExecOptions:
     #: wall-clock seconds one submission may take in all (kernels, replays, every cell);
     #: None: ten cell timeouts, at least 300 s. Cells past it are not run.
     submission_timeout: int | None = None
+    #: modules a fork server imports for its children beyond grader.integrity.PRELOAD: what the
+    #: batch's chapters import lazily and slowly (their ``grading.toml``'s ``preload``)
+    preload: list[str] = field(default_factory=list)
 
     def budget_seconds(self) -> float:
         return float(self.submission_timeout or max(300, 10 * self.cell_timeout))

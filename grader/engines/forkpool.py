@@ -76,7 +76,8 @@ class Server:
         private = options.isolate and bubblewrap_works()
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = sandbox.wrap([sys.executable, "-m", "grader.engines.forkserver", "--fd", str(theirs.fileno()), self.scratch,
-                            *(["--private-tmp"] if private else [])])
+                            *(["--private-tmp"] if private else []),
+                            *(["--preload", ",".join(sorted(set(options.preload)))] if options.preload else [])])
         self.log_path = os.path.join(self.root, "server.log")
         try:
             with open(self.log_path, "wb") as log_file:
@@ -158,7 +159,8 @@ class Server:
 
 def server_key(options: ExecOptions) -> tuple:
     """What a server is started with: children of one server differ only in timeout and memory cap."""
-    return (options.device, options.isolate, tuple(sorted(options.hide)), tuple(sorted(options.extra_env.items())))
+    return (options.device, options.isolate, tuple(sorted(options.hide)), tuple(sorted(options.extra_env.items())),
+            tuple(sorted(set(options.preload))))
 
 
 _lock = threading.Lock()

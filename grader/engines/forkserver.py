@@ -46,11 +46,12 @@ def _die_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _preload() -> object:
-    """Import what the chapters import, warm the lazy parts, and build the shell children use."""
+def _preload(extra: tuple[str, ...] = ()) -> object:
+    """Import what the chapters import (``extra``: what this batch's chapters ask for besides), warm
+    the lazy parts, and build the shell children use."""
     import importlib
 
-    for name in PRELOAD:
+    for name in (*PRELOAD, *extra):
         try:
             importlib.import_module(name)
         except Exception as exc:  # a missing optional module costs speed, not correctness
@@ -139,7 +140,7 @@ def _remove_ipc() -> None:
                 remove(int(fields[1]))
 
 
-def serve(ctrl_fd: int, scratch: str, private: bool) -> None:
+def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = ()) -> None:
     """Wait for the coordinator's next connection, fork a child for it, wait for the child,
     clean up; until the coordinator closes the control channel."""
     _die_with_parent()
@@ -150,7 +151,7 @@ def serve(ctrl_fd: int, scratch: str, private: bool) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     ctrl = socket.socket(fileno=ctrl_fd)
     ctrl.setblocking(True)
-    shell = _preload()
+    shell = _preload(preload)
     keep = {os.path.realpath(scratch)}
     ctrl.sendall(b"R")  # ready
     while True:
@@ -217,13 +218,18 @@ def _child(conn: socket.socket, home: str, shell) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp]``."""
+    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--preload A,B]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     private = "--private-tmp" in args
     args = [a for a in args if a != "--private-tmp"]
+    preload: tuple[str, ...] = ()
+    if "--preload" in args[:-1]:
+        at = args.index("--preload")
+        preload = tuple(filter(None, args[at + 1].split(",")))
+        del args[at:at + 2]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
-        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp]")
-    serve(int(args[1]), args[2], private)
+        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--preload A,B]")
+    serve(int(args[1]), args[2], private, preload)
 
 
 if __name__ == "__main__":
