@@ -201,9 +201,8 @@ def main(
     tests: dict[str, dict[str, instrument.TestSource]] = {}
     registered: dict[str, gbmod.ChapterCells] = {}
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
-        gbmod.register_chapter(db_url, chapter, sources[chapter])
+        releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
         registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
-        releases[chapter] = build_release(chapter, sources[chapter])
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
     recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission

@@ -20,6 +20,45 @@ def test_the_schema_revision_read_in_process_is_the_one_alembic_reports(tmp_path
     assert api.get_alembic_version is gradebook.alembic_head
 
 
+def test_the_head_is_read_from_the_scripts_and_left_to_alembic_when_they_are_unclear(tmp_path, monkeypatch):
+    versions = tmp_path / "alembic" / "versions"
+    versions.mkdir(parents=True)
+    for rev, down in (("aaa1", "None"), ("bbb2", "'aaa1'"), ("ccc3", "('bbb2',)")):
+        (versions / f"{rev}_step.py").write_text(f'"""a step"""\nrevision = "{rev}"\ndown_revision = {down}\n')
+    assert gradebook._heads_named_in(versions) == {"ccc3"}
+    (versions / "ddd4_branch.py").write_text("revision: str = 'ddd4'\ndown_revision: str | None = 'aaa1'\n")
+    assert gradebook._heads_named_in(versions) == {"ccc3", "ddd4"}  # two heads: alembic decides
+    (versions / "eee5_odd.py").write_text("REVISION = compute()\n")
+    assert gradebook._heads_named_in(versions) == set()  # a script we cannot read: alembic decides
+
+    asked = []
+
+    class Scripts:  # alembic's answer, when it is asked
+        def __init__(self, where):
+            asked.append(where)
+
+        def get_current_head(self):
+            return "from-alembic"
+
+    import alembic.script
+
+    monkeypatch.setattr(alembic.script, "ScriptDirectory", Scripts)
+    monkeypatch.setattr(gradebook, "_head", None)
+    monkeypatch.setattr(gradebook, "_heads_named_in", lambda versions: {"x", "y"})
+    assert gradebook.alembic_head() == "from-alembic" and asked
+
+
+def test_registering_a_chapter_returns_its_release(tmp_path, mini_solutions):
+    from grader import project
+    from grader.release import build_release, dumps
+
+    chapter = project.chapters(mini_solutions)[0]
+    source = project.source_notebook(chapter, mini_solutions)
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    assert dumps(gradebook.register_chapter(url, chapter, source)) == dumps(build_release(chapter, source))
+    gradebook.close_all()
+
+
 def test_a_new_gradebook_is_stamped_with_that_revision(tmp_path):
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with gradebook.open_gradebook(url) as gb:
