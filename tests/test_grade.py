@@ -297,3 +297,23 @@ def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_so
     assert reference.options_key(dataclasses.asdict(plain)) == reference.options_key(dataclasses.asdict(preloaded))
     assert reference.fingerprint(source, plain, "kernel", "r") == reference.fingerprint(source, preloaded, "kernel", "r")
     assert reference.fingerprint(source, plain, "fork", "r") != reference.fingerprint(source, preloaded, "fork", "r")
+
+
+def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path, mini_solutions):
+    """What the workspace remembers of a chapter-01 batch, read back by a chapter-08 batch: the
+    same options, so its recorded results are neither "graded with other options" nor stale."""
+    import dataclasses
+
+    from grader.engines.execution import NOT_GRADING, ExecOptions
+    from grader.workspace import Workspace
+
+    source = next(mini_solutions.glob("*/*.ipynb"))
+    ws = Workspace(tmp_path / "work")
+    ws.root.mkdir()
+    first = ExecOptions(cell_timeout=30)
+    ws.remember(grading={"engine": "fork", **{k: v for k, v in dataclasses.asdict(first).items() if k not in NOT_GRADING}})
+    assert "preload" not in ws.settings()["grading"]
+    later = dataclasses.replace(first, preload=["torch._dynamo", "sklearn.datasets"])
+    before = grade._remembered_options(ws, later)
+    assert before == later
+    assert grade._result_key(b"{}", source, before) == grade._result_key(b"{}", source, first)
