@@ -332,14 +332,9 @@ def chapter_options(base: ExecOptions, chapter_dir: Path) -> ExecOptions:
     """``base``, with the chapter's own ``grading.toml`` (``cell_timeout``, ``memory_mb``) applied."""
     import dataclasses
 
-    import tomllib
-
-    path = chapter_dir / "grading.toml"
-    if not path.exists():
-        return base
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = project.grading_settings(chapter_dir)
     allowed = {k: v for k, v in data.items() if k in ("cell_timeout", "memory_mb")}
-    return dataclasses.replace(base, **allowed)
+    return dataclasses.replace(base, **allowed) if allowed else base
 
 
 def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], skip: str) -> dict[str, NotebookNode]:

@@ -106,6 +106,20 @@ def resolve_chapters(names: list[str] | tuple[str, ...] | None, solutions_dir: P
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 
 
+def grading_settings(chapter_dir: Path) -> dict:
+    """A chapter's ``grading.toml`` (``cell_timeout``, ``memory_mb``, ``preload``), {} without one.
+
+    Raises:
+        OSError, UnicodeDecodeError, tomllib.TOMLDecodeError: the file is there but unreadable.
+    """
+    import tomllib
+
+    path = Path(chapter_dir) / "grading.toml"
+    if not path.is_file():
+        return {}
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
 def preload(chapter_names: list[str] | set[str], solutions_dir: Path = SOLUTIONS) -> list[str]:
     """The modules the chapters' ``grading.toml`` ask a fork server to import for their children
     (``preload = ["torch._dynamo"]``: what a chapter's cells import lazily and slowly), sorted, once
@@ -116,10 +130,8 @@ def preload(chapter_names: list[str] | set[str], solutions_dir: Path = SOLUTIONS
     names: set[str] = set()
     for chapter in chapter_names:
         path = Path(solutions_dir) / chapter / "grading.toml"
-        if not path.is_file():
-            continue
         try:
-            wanted = tomllib.loads(path.read_text(encoding="utf-8")).get("preload", [])
+            wanted = grading_settings(path.parent).get("preload", [])
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             log.warning("%s: not read (%s); its chapter is graded without a preload", path, exc)
             continue

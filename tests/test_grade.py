@@ -317,3 +317,13 @@ def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path
     before = grade._remembered_options(ws, later)
     assert before == later
     assert grade._result_key(b"{}", source, before) == grade._result_key(b"{}", source, first)
+
+
+def test_a_chapters_grading_toml_sets_its_timeout_and_memory_and_nothing_else(tmp_path):
+    from grader.engines.execution import ExecOptions
+
+    base = ExecOptions(cell_timeout=60, memory_mb=2048)
+    assert grade.chapter_options(base, tmp_path) is base  # no grading.toml
+    (tmp_path / "grading.toml").write_text('cell_timeout = 120\nmemory_mb = 3072\npreload = ["torch._dynamo"]\n')
+    got = grade.chapter_options(base, tmp_path)
+    assert (got.cell_timeout, got.memory_mb, got.preload) == (120, 3072, [])

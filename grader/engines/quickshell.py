@@ -11,6 +11,7 @@ both on every cell of the course and on generated text).
 from __future__ import annotations
 
 import ast
+import os
 import struct
 
 from ipykernel import compiler as kernel_compiler
@@ -85,8 +86,6 @@ class QuickCompiler(kernel_compiler.XCachingCompiler):
     """A kernel's compiler (cells named as a kernel names them), with the faster hash."""
 
     def get_code_name(self, raw_code, code, number) -> str:
-        import os
-
         name = os.environ.get("IPYKERNEL_CELL_NAME")
         if name is not None:
             return name
