@@ -292,7 +292,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
         click.echo("isolation: NONE (--unsafe-no-sandbox): submissions run as this user, with its files, processes "
                    "and network; memory capped per process only", err=True)
     else:
-        click.echo(f"isolation: {isolation_summary()}", err=True)
+        click.echo(f"isolation: {isolation_summary(device)}", err=True)
     counts: dict[str, int] = {}
     bar = tqdm(desc="grading", unit="nb", file=sys.stderr, disable=None)
 

@@ -270,3 +270,17 @@ def test_a_test_cells_error_has_a_plain_traceback_and_the_learners_mode_is_kept(
     assert test_after.startswith("Traceback (most recent call last):\n")  # Plain, whatever the learner chose
     assert learner_after.strip() == "ValueError: bad value"  # the learner's Minimal, kept after the test
     assert all(ex.nb.cells[i].outputs[-1].evalue == "bad value" for i in (0, 1, 3, 4))
+
+
+def test_for_cuda_a_child_gets_a_private_memory_cap_and_an_ordinary_cuda_check():
+    """`--device cuda`: a CUDA context cannot live under an address-space cap, and the server's
+    NVML-based availability check (which keeps it from starting the driver) is not the child's."""
+    options = dataclasses.replace(OPTIONS, device="cuda")
+    ex = run(
+        "import resource as r; r.getrlimit(r.RLIMIT_DATA)[0] // 2**20, r.getrlimit(r.RLIMIT_AS)[0]",
+        "import os; os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK')",
+        options=options,
+    )
+    from grader.engines.sandbox import CUDA_CONTEXT_MB
+
+    assert [text(c) for c in ex.nb.cells] == [f"[execute_result]({OPTIONS.memory_mb + CUDA_CONTEXT_MB}, -1)", ""]

@@ -44,6 +44,22 @@ def test_the_memory_cap_applies_without_a_sandbox_too():
     assert out.strip() == "1500"
 
 
+def test_with_device_cuda_a_kernel_gets_a_private_memory_cap_and_a_bomb_still_fails():
+    from grader.engines.sandbox import CUDA_CONTEXT_MB
+
+    size, bomb = run_cells(["import resource as r; print(r.getrlimit(r.RLIMIT_DATA)[0] // 2**20, r.getrlimit(r.RLIMIT_AS)[0])",
+                            "b = bytearray(5 * 2**30)"], memory_mb=1536, device="cuda")
+    assert size.split() == [str(1536 + CUDA_CONTEXT_MB), "-1"]
+    assert bomb.startswith("MemoryError")
+
+
+def test_a_kernel_prints_no_connection_banner_into_the_graders_output(capfd):
+    (out,) = run_cells(["print('hello')"])
+    assert out == "hello\n"
+    printed = "".join(capfd.readouterr())
+    assert "connect another client" not in printed and "Ctrl-C will not work" not in printed
+
+
 def test_the_wrapped_command_names_the_limits_and_builds_its_root_from_what_it_needs(tmp_path):
     box = Sandbox(workdir=tmp_path / "w", runtime_dir=tmp_path / "r", hide=[tmp_path], memory_mb=100)
     cmd = box.wrap(["python", "-m", "ipykernel_launcher"])

@@ -1,4 +1,4 @@
-"""``python -m grader.engines.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...``: run CMD confined.
+"""``python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... -- CMD...``: run CMD confined.
 
 Run outside the sandbox, in front of bubblewrap: joins the submission's cgroup(s) (writes its
 own pid to each ``cgroup.procs`` given), so that everything CMD starts is counted and capped
@@ -19,10 +19,14 @@ import sys
 PR_SET_DUMPABLE = 4
 
 
-def set_limits(memory_mb: int | None) -> None:
+def set_limits(memory_mb: int | None, data_only: bool = False) -> None:
+    """Cap the process's memory at ``memory_mb`` and forbid core dumps.
+
+    The cap is on the address space (``RLIMIT_AS``), or, with ``data_only``, on private writable
+    memory (``RLIMIT_DATA``): see :func:`grader.engines.sandbox.process_cap` for when."""
     if memory_mb:
         limit = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_DATA if data_only else resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -39,30 +43,34 @@ def main(argv: list[str]) -> None:
 
         not_dumpable()
         # in its pid namespace the kernel's parent is the sandbox's init (pid 1), which ipykernel's
-        # parent poller takes for "the parent exited": bwrap --die-with-parent does that job
-        os.environ.pop("JPY_PARENT_PID", None)
+        # parent poller takes for "the parent exited": bwrap --die-with-parent does that job. Pid 1
+        # is the value ipykernel knows means "no poller"; with none at all it would take itself
+        # for a terminal's `ipython kernel` and print its connection banner into the grader's log
+        os.environ["JPY_PARENT_PID"] = "1"
         sys.argv = ["ipykernel_launcher", *argv[1:]]
         runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
         return
-    memory_mb, cgroups = None, []
+    memory_mb, cgroups, data_only = None, [], False
     while argv and argv[0] != "--":
         opt = argv.pop(0)
         if opt == "--memory-mb":
             memory_mb = int(argv.pop(0))
+        elif opt == "--data-only":
+            data_only = True
         elif opt == "--cgroup":
             cgroups.append(argv.pop(0))
         else:
             raise SystemExit(f"grader.engines.confine: unknown option {opt}")
     cmd = argv[1:]
     if not cmd:
-        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N] [--cgroup PROCS]... -- CMD...")
+        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... -- CMD...")
     for procs in cgroups:  # before anything runs: every later process is counted
         try:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
         except OSError:  # the batch was stopped (Ctrl-C) and swept its cgroups before this start: run nothing
             raise SystemExit(1) from None
-    set_limits(memory_mb)
+    set_limits(memory_mb, data_only)
     os.execvp(cmd[0], cmd)
 
 

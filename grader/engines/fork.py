@@ -26,6 +26,7 @@ from grader import cells, integrity
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
 from grader.engines.forkpool import Lease, Server, StartError, lease
+from grader.engines.sandbox import process_cap
 from grader.engines.wire import recv, send
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class Child:
             if budget is not None and host_pid:
                 budget.add(host_pid)  # before learner code runs: everything it starts is counted
             self.sock.settimeout(options.startup_timeout)
-            send(self.sock, {"memory_mb": options.memory_mb, "guard": guard, "install": integrity.install_code(guard, warm_up=False)})
+            memory_mb, data_only = process_cap(options.memory_mb, options.device)
+            send(self.sock, {"memory_mb": memory_mb, "data_only": data_only, "guard": guard, "install": integrity.install_code(guard, warm_up=False)})
             hello = recv(self.sock, time.monotonic() + options.startup_timeout)
         except (OSError, ValueError) as exc:
             self.close()

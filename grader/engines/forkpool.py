@@ -77,6 +77,7 @@ class Server:
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = sandbox.wrap([sys.executable, "-m", "grader.engines.forkserver", "--fd", str(theirs.fileno()), self.scratch,
                             *(["--private-tmp"] if private else []),
+                            *(["--cuda"] if options.device == "cuda" else []),
                             *(["--preload", ",".join(sorted(set(options.preload)))] if options.preload else [])])
         self.log_path = os.path.join(self.root, "server.log")
         try:

@@ -69,12 +69,40 @@ def _preload(extra: tuple[str, ...] = ()) -> object:
         print(f"forkserver: matplotlib warm-up failed: {exc}", file=sys.stderr)
     if len(os.listdir("/proc/self/task")) > 1:  # threads do not survive a fork: a child could hang
         print("forkserver: a preloaded module started a thread; set OMP_NUM_THREADS=1", file=sys.stderr)
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():  # a forked child could not use CUDA
-        print("forkserver: CUDA was initialised while preloading; children cannot use it", file=sys.stderr)
     from grader.engines.forkshell import new_shell
 
     return new_shell()
+
+
+#: set in a server that serves ``--device cuda``: torch.cuda.is_available() then asks NVML and
+#: leaves the CUDA driver alone (CUDA cannot be used in a child forked after it started)
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def cuda_fork_problem() -> str | None:
+    """Why a child forked now could not use CUDA, or None.
+
+    A child can use CUDA only if this process never started the CUDA driver: torch marks a
+    child forked after that "bad" and refuses it ("Cannot re-initialize CUDA in forked
+    subprocess"). A probe child is forked and asked, once, after the preload."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch.cuda.is_initialized():
+        return "CUDA was initialised while preloading"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 3:
+        return "the CUDA driver was started while preloading (a forked child is refused CUDA)"
+    if code != 0:
+        return f"the probe child failed (exit status {code})"
+    return None
 
 
 def _kill_leftovers() -> None:
@@ -140,9 +168,10 @@ def _remove_ipc() -> None:
                 remove(int(fields[1]))
 
 
-def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = ()) -> None:
+def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = (), cuda: bool = False) -> None:
     """Wait for the coordinator's next connection, fork a child for it, wait for the child,
-    clean up; until the coordinator closes the control channel."""
+    clean up; until the coordinator closes the control channel. ``cuda``: the children use
+    CUDA, so this process must never start the driver (it exits, saying why, if it did)."""
     _die_with_parent()
     # not dumpable (and children inherit it): without CAP_SYS_PTRACE no other process of this
     # user, a child included, can read or write the server's or a child's memory via /proc or ptrace
@@ -151,7 +180,16 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     ctrl = socket.socket(fileno=ctrl_fd)
     ctrl.setblocking(True)
+    if cuda:
+        os.environ[NVML_CHECK] = "1"
     shell = _preload(preload)
+    if cuda:
+        problem = cuda_fork_problem()
+        if problem:
+            print(f"forkserver: its children could not use CUDA: {problem}; grade with --engine kernel",
+                  file=sys.stderr)
+            os._exit(3)
+        del os.environ[NVML_CHECK]  # children see what a kernel sees
     keep = {os.path.realpath(scratch)}
     ctrl.sendall(b"R")  # ready
     while True:
@@ -218,18 +256,18 @@ def _child(conn: socket.socket, home: str, shell) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--preload A,B]``."""
+    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    private = "--private-tmp" in args
-    args = [a for a in args if a != "--private-tmp"]
+    private, cuda = "--private-tmp" in args, "--cuda" in args
+    args = [a for a in args if a not in ("--private-tmp", "--cuda")]
     preload: tuple[str, ...] = ()
     if "--preload" in args[:-1]:
         at = args.index("--preload")
         preload = tuple(filter(None, args[at + 1].split(",")))
         del args[at:at + 2]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
-        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--preload A,B]")
-    serve(int(args[1]), args[2], private, preload)
+        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]")
+    serve(int(args[1]), args[2], private, preload, cuda)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ class Session:
         self.clear_pending = False
         self.running: str | bool = False
         self.sizes: dict[str, int] = {}
-        set_limits(init.get("memory_mb"))
+        set_limits(init.get("memory_mb"), data_only=bool(init.get("data_only")))
         shell.capture = self
         for fd, name in ((1, "stdout"), (2, "stderr")):  # what C code and subprocesses print
             mem = os.memfd_create(f"course-{name}")

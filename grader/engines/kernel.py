@@ -32,7 +32,7 @@ from grader.engines.execution import (
     Execution,
     kernel_env,
 )
-from grader.engines.sandbox import Sandbox, gpu_devices
+from grader.engines.sandbox import Sandbox, gpu_devices, process_cap
 
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell (as the fork engine keeps)
 MAX_CELL_OUTPUT = 32 * 2**20  # bytes of rich outputs (images, HTML, results) kept per cell
@@ -204,16 +204,18 @@ class _Runner:
         )
 
     def _new_km(self) -> SandboxedKernelManager:
+        memory_mb, data_only = process_cap(self.options.memory_mb, self.options.device)
         km = SandboxedKernelManager(kernel_name="python3")
         km.client_factory = HeartbeatlessClient
         km.sandbox = Sandbox(
             workdir=Path(self.home),
             runtime_dir=Path(self.runtime),
             hide=[Path(p) for p in self.options.hide],
-            memory_mb=self.options.memory_mb,
+            memory_mb=memory_mb,
             isolate=self.options.isolate,
             budget=self.budget,
             devices=gpu_devices(self.options.device),
+            data_only=data_only,
         )
         # IPC sockets work across the sandbox's network namespace; TCP would not.
         km.transport = "ipc"

@@ -70,6 +70,8 @@ class Sandbox:
         budget: the cgroup every process of the sandbox joins, or None.
         devices: host device nodes bound in (the GPU's, for ``--device cuda``: see
             :func:`gpu_devices`).
+        data_only: ``memory_mb`` caps private writable memory rather than address space (see
+            :func:`process_cap`).
     """
 
     workdir: Path
@@ -79,18 +81,56 @@ class Sandbox:
     isolate: bool = True
     budget: Budget | None = None
     devices: tuple[str, ...] = ()
+    data_only: bool = False
 
     def wrap(self, cmd: list[str]) -> list[str]:
         """The command, wrapped in :mod:`grader.engines.confine` and, if possible, bubblewrap."""
         launcher = [sys.executable, "-m", "grader.engines.confine"]
         if self.memory_mb:
             launcher += ["--memory-mb", str(self.memory_mb)]
+            if self.data_only:
+                launcher += ["--data-only"]
         if self.budget is not None:
             for procs in self.budget.procs_files():
                 launcher += ["--cgroup", procs]
         if not (self.isolate and bubblewrap_works()):
             return [*launcher, "--", *cmd]
         return [*launcher, "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices), *cmd]
+
+
+#: host memory a CUDA context takes on top of the learner's own: private writable memory after a
+#: process's first matrix product on the GPU was 1.49 GiB (H200, torch 2.11+cu130). Added to
+#: ``--memory-mb`` with ``--device cuda``.
+CUDA_CONTEXT_MB = 2048
+
+
+@lru_cache(maxsize=1)
+def torch_has_cuda() -> bool:
+    """Whether the installed torch is a CUDA (or ROCm) build; found, not imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return False
+    lib = os.path.join(os.path.dirname(spec.origin), "lib")
+    return any(os.path.exists(os.path.join(lib, name)) for name in ("libtorch_cuda.so", "libtorch_hip.so"))
+
+
+def process_cap(memory_mb: int | None, device: str) -> tuple[int | None, bool]:
+    """The per-process memory cap of a grading process: (MiB or None, whether on data only).
+
+    An address-space cap (``RLIMIT_AS``) counts every mapping, shared memory included, so it is
+    used where it can be. It cannot where torch is a CUDA build: its libraries alone map more
+    than 2 GiB (``import torch`` failed under a 2 GiB cap), and the CUDA driver reserves far more
+    address space than the GPU has memory (18 GiB of it on an H200). Such a process gets its
+    private writable memory capped instead (``RLIMIT_DATA``, which those mappings are not), plus
+    :data:`CUDA_CONTEXT_MB` when it may start a CUDA context. Shared memory is then capped only
+    by a cgroup, where there is one."""
+    if not memory_mb:
+        return None, False
+    if device == "cuda":
+        return memory_mb + CUDA_CONTEXT_MB, True
+    return memory_mb, torch_has_cuda()
 
 
 def gpu_devices(device: str) -> tuple[str, ...]:
@@ -225,11 +265,16 @@ def bubblewrap_problem() -> str:
     return "bwrap cannot create user/pid namespaces here (see the log)"
 
 
-def isolation_summary() -> str:
+def isolation_summary(device: str = "cpu") -> str:
     """One line on what holds on this machine, for ``course grade``."""
     mode = cgroup_mode()
+    rlimit = ("RLIMIT_DATA, shared memory not counted: a CUDA build of torch cannot live under RLIMIT_AS"
+              if process_cap(1, device)[1] else "RLIMIT_AS")
     budget = (f"cgroup {mode} budget per submission (memory incl. tmpfs/shm, {PIDS_MAX} processes)" if mode else
-              "NO cgroup: memory capped per process only (RLIMIT_AS), process count not capped")
+              f"NO cgroup: memory capped per process only ({rlimit}), process count not capped")
+    if device == "cuda":
+        nodes = gpu_devices(device)
+        budget += f"; GPU device nodes bound: {', '.join(nodes)}" if nodes else "; NO /dev/nvidia* node: CUDA unavailable"
     if bubblewrap_works():
         return ("bubblewrap: own user (uid 1000, no capabilities), pid, ipc, uts and network namespaces; "
                 f"root filesystem of the interpreter, venv and course packages only (read-only), private /tmp "
