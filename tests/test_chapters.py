@@ -17,6 +17,10 @@ from grader.release import read
 
 CHAPTERS = project.chapters()
 WRONG = Path(__file__).parent / "fixtures" / "wrong_answers"
+#: `make test DEVICE=cuda` on the GPU runner: the notebooks run there with DEVICE="cuda", and the
+#: grading batches below grade with `--device cuda` (grading knows "cpu" and "cuda" only)
+DEVICE = os.environ.get("COURSE_DEVICE", "cpu")
+GRADING_DEVICE = "cuda" if DEVICE.startswith("cuda") else "cpu"
 EXERCISE_RE = re.compile(r"^##+ Exercise (\d+)\b.*\((\d+) points?\)", re.MULTILINE)
 
 
@@ -90,8 +94,7 @@ def test_exercises_are_complete_and_points_add_up(chapter):
 @pytest.fixture(scope="module")
 def executions(tmp_path_factory):
     report = tmp_path_factory.mktemp("ci-report")
-    device = os.environ.get("COURSE_DEVICE", "cpu")  # `make test DEVICE=cuda` on the GPU runner
-    results = runner.run(CHAPTERS, ["solution", "release"], fast=True, jobs=2, report_dir=report, device=device)
+    results = runner.run(CHAPTERS, ["solution", "release"], fast=True, jobs=2, report_dir=report, device=DEVICE)
     return {(r.chapter, r.mode): r for r in results}
 
 
@@ -167,7 +170,7 @@ def class_batch(tmp_path_factory):
     import shutil
 
     shutil.rmtree(subs / "_demo")
-    reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2)
+    reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2, device=GRADING_DEVICE)
     return {(r.student, r.chapter): r for r in reports}, expected
 
 
@@ -252,7 +255,7 @@ def correct_batch(tmp_path_factory):
         path = subs / f"alt{k}" / chapter / project.source_notebook(chapter).name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(samples.make_submission(chapter, answers)))
-    reports = grade.main(subs, tmp_path_factory.mktemp("correct-work"), jobs=2)
+    reports = grade.main(subs, tmp_path_factory.mktemp("correct-work"), jobs=2, device=GRADING_DEVICE)
     return {(r.student, r.chapter): r for r in reports}
 
 
