@@ -216,16 +216,16 @@ class OrderTestCells(Preprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         pairs = resources.get("course", {}).get("pairs", {})
+        ids = [cells.grade_id(c) for c in nb.cells]
         for test_id, answer_id in pairs.items():
-            ids = [cells.grade_id(c) for c in nb.cells]
             if test_id not in ids or answer_id not in ids:
                 continue
             t = ids.index(test_id)
             a = len(ids) - 1 - ids[::-1].index(answer_id)  # the last copy of the answer
             if t < a:
                 self.log.info("moved test cell %s below its answer cell", test_id)
-                cell = nb.cells.pop(t)
-                nb.cells.insert(a, cell)  # a shifted down by one: this lands right after it
+                nb.cells.insert(a, nb.cells.pop(t))  # a shifted down by one: this lands right after it
+                ids.insert(a, ids.pop(t))
         return nb, resources
 
 

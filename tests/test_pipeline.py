@@ -112,3 +112,21 @@ def test_nbgrader_metadata_is_validated_as_nbgrader_does_and_valid_metadata_once
     with pytest.raises(jsonschema.ValidationError):
         compiled.validate(dict(good, points=True), schema)  # true is not the number 1 to a JSON schema
     assert len(compiled._valid) == 1
+
+
+def test_test_cells_moved_above_their_answers_are_put_back_each_after_the_last_copy():
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grader.preprocessors import OrderTestCells
+
+    def cell(gid):
+        c = new_code_cell(gid)
+        c.metadata["nbgrader"] = {"grade_id": gid, "grade": gid.startswith("t"), "solution": gid.startswith("a"),
+                                  "locked": gid.startswith("t"), "schema_version": 3}
+        return c
+
+    order = ["t1", "t2", "a1", "x", "a2", "a1", "t3", "a3"]
+    nb = new_notebook(cells=[cell(g) if g != "x" else new_code_cell("x") for g in order])
+    pairs = {"t1": "a1", "t2": "a2", "t3": "a3", "t4": "a4"}
+    nb, _ = OrderTestCells().preprocess(nb, {"course": {"pairs": pairs}})
+    assert [c.source for c in nb.cells] == ["a1", "x", "a2", "t2", "a1", "t1", "a3", "t3"]
