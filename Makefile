@@ -7,6 +7,9 @@ VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 # A GPU runner overrides this, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==$(TORCH_VERSION)
+# pinned versions of everything else (constraints.txt, `make lock`); CONSTRAINTS= installs the
+# newest versions pyproject.toml allows instead
+CONSTRAINTS ?= constraints.txt
 DEVICE ?= cpu
 JOBS ?= 2
 WORKDIR ?= course-work
@@ -19,11 +22,11 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 # pip speaks a line per package (never silent for long on a fresh machine), without progress bars
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@echo "[venv] $(VENV): $(TORCH_SPEC) (about 15 s from a wheel on disk), then the course and its tools (about 35 s)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --progress-bar off --disable-pip-version-check $(TORCH_SPEC)
-	$(PY) -m pip install --progress-bar off --disable-pip-version-check -e ".[grader,dev]"
+	$(PY) -m pip install --progress-bar off --disable-pip-version-check $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]"
 	@touch $@
 
 .PHONY: help
@@ -32,6 +35,12 @@ help: ## Show this help
 
 .PHONY: venv
 venv: $(STAMP) ## Create .venv: torch (TORCH_VERSION, default 2.13.0) + the course, editable
+
+.PHONY: lock
+lock: $(STAMP) ## Rewrite constraints.txt from .venv (after a deliberate upgrade there, and a green make test)
+	@{ sed -n '/^#/p' constraints.txt; $(PY) -m pip list --format=freeze --exclude-editable --disable-pip-version-check \
+	  | grep -v -i -E '^(torch|pytorch-foundations|pip|setuptools|wheel)==' | sort -f; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 .PHONY: demo
 demo: $(STAMP) ## Main job: release the course, then auto-grade the sample class into $(WORKDIR)/

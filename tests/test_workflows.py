@@ -181,3 +181,39 @@ def test_pre_commit_config_is_valid_and_runs_ruff_and_the_notebook_check():
     assert "jupyter" in hooks["ruff"]["types_or"]
     assert hooks["clean-notebooks"]["entry"] == ".venv/bin/course clean-notebooks --check"
     assert re.match(hooks["clean-notebooks"]["files"], "solutions/01_tensors/tensors.ipynb")
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version and not re.search(r"[<>~!,;@ ]", version), f"not an exact pin: {line}"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_every_dependency_is_pinned_for_ci_and_torch_is_left_to_the_makefile():
+    """A fresh clone installs what the tests saw (constraints.txt), not whatever was released since."""
+    from packaging.requirements import Requirement
+
+    project = nm.tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["grader"], *project["optional-dependencies"]["dev"]]
+    pins = _pins()
+    assert "torch" not in pins and "pytorch-foundations" not in pins
+    for text in wanted:
+        req = Requirement(text)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        if name == "torch" or (req.marker and not req.marker.evaluate({"python_version": "3.11"})):
+            continue
+        assert name in pins, f"{req.name} is not pinned in constraints.txt (make lock)"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{req.name}=={pins[name]} is outside {req.specifier}"
+
+
+def test_the_venv_is_built_with_the_pins_unless_told_otherwise():
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^CONSTRAINTS \?= constraints\.txt$", make, re.MULTILINE)
+    recipe = make[make.index("$(STAMP): pyproject.toml"):].split("\n\n")[0]
+    assert "$(CONSTRAINTS)" in recipe.splitlines()[0]  # a new pin rebuilds the venv
+    assert '$(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]"' in recipe
