@@ -20,7 +20,7 @@ from grader import cells, jsonio, scores
 from grader.engines.execution import Execution
 from grader.intake import Submission
 from grader.scores import Scores
-from grader.verdict import PASSED, TestResult, score
+from grader.verdict import NO_REFERENCE, PASSED, TestResult, score
 from grader.workspace import Workspace
 
 
@@ -77,8 +77,14 @@ def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple)
     report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name,
                     late=sub.late)
     report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
+    unjudged = [t["grade_id"] for t in report.tests if t["status"] == NO_REFERENCE]
     if info.get("error"):
         report.status, report.message = "error", f"the kernel could not run the notebook: {info['error']}"
+    elif unjudged:  # the grader's failure, not the learner's: not a grade, and graded again next run
+        report.status = "error"
+        report.message = "; ".join(filter(None, [report.message, (
+            f"not graded in full: the chapter's solution did not pass {', '.join(unjudged)} when run here "
+            "(see the grader's log); grade again once it does")]))
     return report
 
 

@@ -327,3 +327,33 @@ def test_a_chapters_grading_toml_sets_its_timeout_and_memory_and_nothing_else(tm
     (tmp_path / "grading.toml").write_text('cell_timeout = 120\nmemory_mb = 3072\npreload = ["torch._dynamo"]\n')
     got = grade.chapter_options(base, tmp_path)
     assert (got.cell_timeout, got.memory_mb, got.preload) == (120, 3072, [])
+
+
+def test_a_solution_that_fails_here_costs_no_learner_a_point_and_a_later_run_grades_them(tmp_path, mini_solutions):
+    """The solution's run can fail for a cause in the machine, not the source: a memory cap or a
+    GPU that does not work (both seen on a GPU machine). Its tests then judge nobody: the
+    submission is an error, not a lower grade, the broken reference is not kept, and the next run,
+    once the cause is gone, grades it without --force."""
+    fixed = tmp_path / "fixed"  # the "machine problem" lasts while this file is missing
+    source = next(mini_solutions.glob("*/*.ipynb"))
+    nb = nbformat.read(str(source), as_version=4)
+    test = next(c for c in nb.cells if cells.grade_id(c) == "test_ex1_double")
+    test.source = test.source.replace(
+        "### BEGIN HIDDEN TESTS",
+        f"### BEGIN HIDDEN TESTS\nimport os\nif not os.path.exists({str(fixed)!r}):\n    raise MemoryError()", 1)
+    nbformat.write(nb, str(source))
+    subs, work = tmp_path / "subs", tmp_path / "work"
+    answers = dict.fromkeys(samples.answer_ids(CH, mini_solutions), samples.SOLUTION)
+    put(subs, "alice", samples.make_submission(CH, answers, solutions_dir=mini_solutions))
+
+    (first,) = grade.main(subs, work, jobs=1, solutions_dir=mini_solutions, isolate=False)
+    assert first.status == "error"
+    assert "not graded in full" in first.message and "test_ex1_double" in first.message
+    assert [t["status"] for t in first.tests if t["grade_id"] == "test_ex1_double"] == ["no reference"]
+    assert not list((work / "reference").glob("*.json"))  # not kept for the next batch
+
+    fixed.touch()
+    (again,) = grade.main(subs, work, jobs=1, solutions_dir=mini_solutions, isolate=False)
+    assert again.status == "graded" and not again.cached
+    assert again.score == again.max_score > 0
+    assert list((work / "reference").glob("*.json"))
