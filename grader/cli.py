@@ -398,6 +398,11 @@ def export_cmd(workdir: Path, db_url: str | None, db_url_file: Path | None, out:
         interop.write_nbgrader_config(workdir)
     except OSError as exc:
         raise unwritable(workdir, exc) from exc
+    failed = export.errors(workdir)
+    if failed:
+        shown = ", ".join(f"{s}/{c}" for s, c in failed[:5]) + (" ..." if len(failed) > 5 else "")
+        click.echo(f"warning: {len(failed)} submission(s) are errors, not grades ({shown}): their scores in "
+                   f"{path.name} are incomplete; results.csv says why; grade again once the cause is fixed", err=True)
 
 
 @cli.command()

@@ -60,6 +60,21 @@ def write_grades_csv(db_url: str, path: Path, *, workdir: Path | None = None) ->
     return path
 
 
+def errors(workdir: Path) -> list[tuple[str, str]]:
+    """(student, chapter) of each submission whose recorded result is an error, not a grade (the
+    notebook could not be run, or the chapter's solution failed a test here): its score in
+    course-grades.csv is incomplete until it is graded again."""
+    found = []
+    for result_path in sorted((workdir / "results").glob("*/*.json")):
+        try:
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if result.get("status") == "error":
+            found.append((str(result.get("student")), str(result.get("chapter"))))
+    return found
+
+
 def _late_chapters(workdir: Path) -> dict[str, set[str]]:
     """Student -> the chapters whose submission the LMS marked late (nbgrader's gradebook has no
     field for a lateness without a due date and a submission time; the result files keep it)."""

@@ -351,9 +351,17 @@ def test_a_solution_that_fails_here_costs_no_learner_a_point_and_a_later_run_gra
     assert "not graded in full" in first.message and "test_ex1_double" in first.message
     assert [t["status"] for t in first.tests if t["grade_id"] == "test_ex1_double"] == ["no reference"]
     assert not list((work / "reference").glob("*.json"))  # not kept for the next batch
+    assert export.errors(work) == [("alice", CH)]
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    said = CliRunner().invoke(cli, ["export", "--workdir", str(work)])
+    assert said.exit_code == 0 and "warning: 1 submission(s) are errors, not grades (alice/00_mini)" in said.output
 
     fixed.touch()
     (again,) = grade.main(subs, work, jobs=1, solutions_dir=mini_solutions, isolate=False)
     assert again.status == "graded" and not again.cached
     assert again.score == again.max_score > 0
     assert list((work / "reference").glob("*.json"))
+    assert export.errors(work) == []
