@@ -14,11 +14,13 @@ from grader.engines import fork as forkengine
 from grader.engines import forkpool
 from grader.engines import kernel as kernel_engine
 from grader.engines.execution import ExecOptions
-from grader.engines.sandbox import bubblewrap_works
+from grader.engines.sandbox import bubblewrap_works, process_cap
 
 pytestmark = pytest.mark.slow
 
 OPTIONS = ExecOptions(cell_timeout=3)
+#: the limit a child's memory cap is set on: RLIMIT_DATA where torch is a CUDA build (a GPU runner)
+CAP = "RLIMIT_DATA" if process_cap(OPTIONS.memory_mb, OPTIONS.device)[1] else "RLIMIT_AS"
 
 
 def notebook(*sources, tests=()):
@@ -82,7 +84,7 @@ def test_the_child_gets_the_kernel_environment_and_nothing_else(monkeypatch):
         "import os; sorted(k for k in os.environ if 'SECRET' in k)",
         "open('/proc/self/environ', 'rb').read().count(b'COURSE_TEST_SECRET')",
         "os.environ['COURSE_GRADING'], os.listdir('.'), os.getcwd() == os.environ['HOME']",
-        "import resource; resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20",
+        f"import resource; resource.getrlimit(resource.{CAP})[0] // 2**20",
     )
     assert [text(c) for c in ex.nb.cells] == [
         "[execute_result][]", "[execute_result]0", "[execute_result]('1', [], True)",
