@@ -78,6 +78,11 @@ def test_the_isolation_line_names_the_cap_in_use(monkeypatch):
     assert "NO /dev/nvidia* node: CUDA unavailable" in isolation_summary("cuda")
     monkeypatch.setattr(sandbox, "gpu_devices", lambda device: ("/dev/nvidia0", "/dev/nvidiactl"))
     assert "GPU device nodes bound: /dev/nvidia0, /dev/nvidiactl" in isolation_summary("cuda")
+    monkeypatch.setattr(sandbox, "torch_has_cuda", lambda: True)
+    assert "CPU build" not in isolation_summary("cuda")
+    monkeypatch.setattr(sandbox, "torch_has_cuda", lambda: False)
+    assert "torch here is a CPU build: the notebooks run on the CPU" in isolation_summary("cuda")
+    assert "CPU build" not in isolation_summary("cpu")
 
 
 def test_a_server_whose_children_would_be_refused_cuda_says_why(monkeypatch):

@@ -275,6 +275,8 @@ def isolation_summary(device: str = "cpu") -> str:
     if device == "cuda":
         nodes = gpu_devices(device)
         budget += f"; GPU device nodes bound: {', '.join(nodes)}" if nodes else "; NO /dev/nvidia* node: CUDA unavailable"
+        if not torch_has_cuda():
+            budget += "; torch here is a CPU build: the notebooks run on the CPU"
     if bubblewrap_works():
         return ("bubblewrap: own user (uid 1000, no capabilities), pid, ipc, uts and network namespaces; "
                 f"root filesystem of the interpreter, venv and course packages only (read-only), private /tmp "
