@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from nbgrader.api import MissingEntry
@@ -64,26 +65,25 @@ def errors(workdir: Path) -> list[tuple[str, str]]:
     """(student, chapter) of each submission whose recorded result is an error, not a grade (the
     notebook could not be run, or the chapter's solution failed a test here): its score in
     course-grades.csv is incomplete until it is graded again."""
-    found = []
+    return [(str(r.get("student")), str(r.get("chapter"))) for r in _results(workdir) if r.get("status") == "error"]
+
+
+def _results(workdir: Path) -> Iterator[dict]:
+    """The workspace's recorded results (``results/<student>/<chapter>.json``), unreadable ones left out."""
     for result_path in sorted((workdir / "results").glob("*/*.json")):
         try:
             result = json.loads(result_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        if result.get("status") == "error":
-            found.append((str(result.get("student")), str(result.get("chapter"))))
-    return found
+        if isinstance(result, dict):
+            yield result
 
 
 def _late_chapters(workdir: Path) -> dict[str, set[str]]:
     """Student -> the chapters whose submission the LMS marked late (nbgrader's gradebook has no
     field for a lateness without a due date and a submission time; the result files keep it)."""
     late: dict[str, set[str]] = {}
-    for result_path in (workdir / "results").glob("*/*.json"):
-        try:
-            result = json.loads(result_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
+    for result in _results(workdir):
         if result.get("late"):
             late.setdefault(result["student"], set()).add(result["chapter"])
     return late

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from grader.engines import forkserver, sandbox
-from grader.engines.sandbox import CUDA_CONTEXT_MB, Sandbox, isolation_summary, process_cap
+from grader.engines.sandbox import CUDA_CONTEXT_MB, Sandbox, budget_mb, isolation_summary, process_cap
 
 
 def test_the_cap_is_on_the_address_space_only_where_torch_is_a_cpu_build(monkeypatch):
@@ -24,8 +24,11 @@ def test_the_cap_is_on_the_address_space_only_where_torch_is_a_cpu_build(monkeyp
     assert process_cap(None, "cpu") == (None, False) and process_cap(0, "cuda") == (None, False)
     monkeypatch.setattr(sandbox, "torch_has_cuda", lambda: True)
     assert process_cap(2048, "cpu") == (2048, True)
-    # a CUDA context's own host memory comes on top of what the learner may use
+    # a CUDA context's own host memory comes on top of what the learner may use, in the
+    # per-process cap and in the submission's cgroup budget alike
     assert process_cap(2048, "cuda") == (2048 + CUDA_CONTEXT_MB, True)
+    assert budget_mb(2048, "cuda") == 2048 + CUDA_CONTEXT_MB
+    assert budget_mb(2048, "cpu") == 2048 and budget_mb(None, "cuda") is None
 
 
 def test_a_cuda_build_is_recognised_by_its_libraries(tmp_path, monkeypatch):

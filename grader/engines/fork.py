@@ -26,7 +26,7 @@ from grader import cells, integrity
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
 from grader.engines.forkpool import Lease, Server, StartError, lease
-from grader.engines.sandbox import process_cap
+from grader.engines.sandbox import budget_mb, process_cap
 from grader.engines.wire import recv, send
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class _Runner:
         self.deadline = time.monotonic() + options.budget_seconds()
         # one cgroup for every child of this submission: memory of all its processes (tmpfs and
         # shm included) and their number
-        self.budget = Budget(options.memory_mb) if options.isolate and cgroup_mode() else None
+        self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
 
     def run(self) -> Execution:
         try:

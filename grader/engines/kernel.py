@@ -32,7 +32,7 @@ from grader.engines.execution import (
     Execution,
     kernel_env,
 )
-from grader.engines.sandbox import Sandbox, gpu_devices, process_cap
+from grader.engines.sandbox import Sandbox, budget_mb, gpu_devices, process_cap
 
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell (as the fork engine keeps)
 MAX_CELL_OUTPUT = 32 * 2**20  # bytes of rich outputs (images, HTML, results) kept per cell
@@ -183,7 +183,7 @@ class _Runner:
         self.deadline = time.monotonic() + options.budget_seconds()
         # one cgroup for every kernel of this submission: memory of all its processes, tmpfs and
         # shm included, and their number
-        self.budget = Budget(options.memory_mb) if options.isolate and cgroup_mode() else None
+        self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.client = _client_class()(
             nb,
             timeout=options.cell_timeout,

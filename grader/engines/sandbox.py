@@ -133,6 +133,12 @@ def process_cap(memory_mb: int | None, device: str) -> tuple[int | None, bool]:
     return memory_mb, torch_has_cuda()
 
 
+def budget_mb(memory_mb: int | None, device: str) -> int | None:
+    """The cgroup budget of a submission (all its processes): ``--memory-mb``, plus
+    :data:`CUDA_CONTEXT_MB` with ``--device cuda`` (as :func:`process_cap` adds it)."""
+    return memory_mb + CUDA_CONTEXT_MB if memory_mb and device == "cuda" else memory_mb
+
+
 def gpu_devices(device: str) -> tuple[str, ...]:
     """The device nodes a CUDA process opens (``/dev/nvidia*``), when ``device`` is ``cuda``."""
     if device != "cuda":
