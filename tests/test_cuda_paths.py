@@ -15,7 +15,13 @@ import sys
 import pytest
 
 from grader.engines import forkserver, sandbox
-from grader.engines.sandbox import CUDA_CONTEXT_MB, Sandbox, budget_mb, isolation_summary, process_cap
+from grader.engines.sandbox import (
+    CUDA_CONTEXT_MB,
+    Sandbox,
+    budget_mb,
+    isolation_summary,
+    process_cap,
+)
 
 
 def test_the_cap_is_on_the_address_space_only_where_torch_is_a_cpu_build(monkeypatch):

@@ -286,3 +286,19 @@ def test_for_cuda_a_child_gets_a_private_memory_cap_and_an_ordinary_cuda_check()
     from grader.engines.sandbox import CUDA_CONTEXT_MB
 
     assert [text(c) for c in ex.nb.cells] == [f"[execute_result]({OPTIONS.memory_mb + CUDA_CONTEXT_MB}, -1)", ""]
+
+
+def test_device_cuda_gives_a_submission_the_gpu_exactly_where_the_machine_has_one():
+    """On the GPU runner both engines must hand a submission a working GPU (a CUDA context under
+    the memory cap, in a child of a server that never started the driver); on a machine without
+    one, CUDA is unavailable there and the notebooks' fallback runs. Both paths assert."""
+    from grader.engines.sandbox import gpu_devices, torch_has_cuda
+
+    has_gpu = bool(gpu_devices("cuda")) and torch_has_cuda()  # decided here without starting CUDA
+    cell = ("import torch\nok = torch.cuda.is_available()\n"
+            "x = torch.ones(64, 64, device='cuda') if ok else None\n"
+            "print(ok, float((x @ x).sum()) if ok else '-', torch.cuda.is_initialized())")
+    options = dataclasses.replace(OPTIONS, device="cuda", cell_timeout=60)
+    for engine in (forkengine.execute, kernel_engine.execute):
+        ex = run(cell, engine=engine, options=options)
+        assert text(ex.nb.cells[0]) == ("[stdout]True 4096.0 True\n" if has_gpu else "[stdout]False - False\n"), engine
