@@ -354,8 +354,12 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
         notebooks = list(submissions.glob("*/*/*.ipynb"))
         wanted = min(wanted, max(1, len(notebooks)))
         chapters = {p.parent.name for p in notebooks}
-    else:  # a zip: the chapter named, if any (a guess that differs costs a restart, not a grade)
-        chapters = {chapter} if chapter else set()
+    else:  # a zip: the chapter named, or the one its file names tell (as grading will guess it)
+        from grader.intake import lms_zip_chapter
+
+        expected = {c: project.source_notebook(c, solutions).name for c in project.chapters(solutions)}
+        guessed = chapter or lms_zip_chapter(submissions, expected)
+        chapters = {guessed} if guessed else set()
     preload = project.preload(chapters & set(project.chapters(solutions)), solutions)
     hide = ws.hidden(submissions, solutions)
     forkpool.prestart(ExecOptions(device=device, isolate=isolate, hide=hide, preload=preload), wanted)

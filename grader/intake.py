@@ -6,6 +6,7 @@ import hashlib
 import logging
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,6 +150,34 @@ def is_late(member: str) -> bool:
     return bool(CANVAS_RE.match(Path(member).name)) and "_LATE_" in Path(member).name
 
 
+def _chapters_named(expected: dict[str, str], originals: Iterable[str]) -> set[str]:
+    """The chapters whose notebook the learners' original file names are (a download's ``-1``
+    suffix aside)."""
+    by_file = {name: ch for ch, name in expected.items()}
+    return {by_file.get(re.sub(r"-\d+(?=\.ipynb$)", "", orig)) for orig in originals} - {None}
+
+
+def _safe(member) -> bool:
+    """Whether a zip member may be unpacked: a relative path, no ``..``, not a symbolic link."""
+    name = member.filename
+    return not (name.startswith("/") or ".." in Path(name).parts or (member.external_attr >> 16) & 0o170000 == 0o120000)
+
+
+def lms_zip_chapter(zip_path: Path, expected: dict[str, str]) -> str | None:
+    """The chapter :func:`extract_lms_zip` will guess for ``zip_path``, read from its file names
+    alone (nothing is extracted); None when the zip is unreadable or names no single chapter."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            names = [m.filename for m in archive.infolist() if not m.is_dir() and _safe(m)]
+    except (zipfile.BadZipFile, OSError):
+        return None
+    parsed = (parse_lms_name(name) for name in names[:MAX_MEMBERS])
+    found = _chapters_named(expected, (p[1] for p in parsed if p is not None and p[1].endswith(".ipynb")))
+    return found.pop() if len(found) == 1 else None
+
+
 def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapter: str | None = None) -> list[str]:
     """Unpack an LMS download into ``dest/<student>/<chapter>/<notebook>``.
 
@@ -177,11 +206,10 @@ def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapte
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > MAX_MEMBERS or sum(m.file_size for m in members) > MAX_BYTES:
             raise SubmissionError(f"{zip_path} is too large to be a class's submissions")
-        by_file = {name: ch for ch, name in expected.items()}
         picked: list[tuple[zipfile.ZipInfo, str, str]] = []
         for member in members:
             name = member.filename
-            if name.startswith("/") or ".." in Path(name).parts or (member.external_attr >> 16) & 0o170000 == 0o120000:
+            if not _safe(member):
                 notes.append(f"skipped {name!r}: unsafe path")
                 continue
             parsed = parse_lms_name(name)
@@ -194,7 +222,7 @@ def extract_lms_zip(zip_path: Path, dest: Path, expected: dict[str, str], chapte
                 continue
             picked.append((member, student, original))
         if chapter is None:
-            guesses = {by_file.get(re.sub(r"-\d+(?=\.ipynb$)", "", orig)) for _, _, orig in picked} - {None}
+            guesses = _chapters_named(expected, (orig for _, _, orig in picked))
             if len(guesses) != 1:
                 raise SubmissionError(
                     f"cannot tell which chapter {zip_path.name} is for", hint="pass --chapter NN_name"

@@ -190,3 +190,28 @@ def test_a_chapter_with_an_unclosed_region_names_the_chapter_and_the_cell(subs, 
     line = error_line(result)
     assert f"chapter 00_mini, cell {cell}" in line and f"has no '{delimiter}'" in line
     assert not (tmp_path / "w").exists()
+
+
+def test_servers_for_an_lms_zip_are_prestarted_with_the_preload_of_the_chapter_its_names_tell(tmp_path, monkeypatch):
+    """A Canvas download of chapter 08 without --chapter: the warm servers start with what chapter 08
+    preloads, as grading will need (before, they started without it and were replaced)."""
+    import zipfile
+
+    from grader import cli as climod
+    from grader import project
+    from grader.engines import forkpool
+    from grader.workspace import Workspace
+
+    started = []
+    monkeypatch.setattr(forkpool, "prestart", lambda options, wanted: started.append((options, wanted)))
+    zp = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(zp, "w") as z:
+        z.writestr("doejane_1_2_training_loop.ipynb", "{}")
+        z.writestr("smithbob_3_4_training_loop-1.ipynb", "{}")
+    ws = Workspace(tmp_path / "work")
+    climod._start_servers(ws, zp, None, 2, device="cpu", isolate=False)
+    (options, wanted), = started
+    assert wanted == 2
+    assert options.preload == project.preload({"08_training_loop"}) and "torch._dynamo" in options.preload
+    climod._start_servers(ws, zp, None, 2, device="cpu", isolate=False, chapter="01_tensors")  # --chapter wins
+    assert started[1][0].preload == project.preload({"01_tensors"})

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from grader.exceptions import SubmissionError
-from grader.intake import discover, extract_lms_zip, parse_lms_name
+from grader.intake import discover, extract_lms_zip, lms_zip_chapter, parse_lms_name
 
 EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
 
@@ -72,3 +72,16 @@ def test_an_unclear_chapter_or_a_broken_zip_is_a_clear_error(tmp_path):
     (tmp_path / "bad.zip").write_text("not a zip")
     with pytest.raises(SubmissionError, match="not a readable zip"):
         extract_lms_zip(tmp_path / "bad.zip", tmp_path / "o3", EXPECTED)
+
+
+def test_the_chapter_of_a_zip_is_told_from_its_names_as_unpacking_will_guess_it(tmp_path):
+    """What the fork servers are prestarted for (their preload) before the zip is unpacked."""
+    canvas = make_zip(tmp_path / "c.zip", {"a_1_2_dtypes.ipynb": "{}", "b_LATE_3_4_dtypes-1.ipynb": "{}",
+                                           "b_3_5_notes.txt": "x", "../evil_5_6_tensors.ipynb": "{}"})
+    assert lms_zip_chapter(canvas, EXPECTED) == "02_dtypes"
+    extract_lms_zip(canvas, tmp_path / "out", EXPECTED)
+    assert {p.parent.name for p in (tmp_path / "out").rglob("*.ipynb")} == {"02_dtypes"}
+    mixed = make_zip(tmp_path / "mixed.zip", {"a_1_2_tensors.ipynb": "{}", "b_3_4_dtypes.ipynb": "{}"})
+    assert lms_zip_chapter(mixed, EXPECTED) is None
+    (tmp_path / "bad.zip").write_text("not a zip")
+    assert lms_zip_chapter(tmp_path / "bad.zip", EXPECTED) is None
