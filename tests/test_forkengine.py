@@ -302,3 +302,19 @@ def test_device_cuda_gives_a_submission_the_gpu_exactly_where_the_machine_has_on
     for engine in (forkengine.execute, kernel_engine.execute):
         ex = run(cell, engine=engine, options=options)
         assert text(ex.nb.cells[0]) == ("[stdout]True 4096.0 True\n" if has_gpu else "[stdout]False - False\n"), engine
+
+
+def test_what_learner_code_writes_to_its_file_descriptors_reaches_its_cell_and_never_the_graders_output(capfd):
+    """os.write, a subprocess and sys.__stderr__ bypass Python's streams: both engines put their text
+    in the cell, and none of it reaches the grader's own stdout or stderr (the instructor's terminal,
+    a CI log: escape sequences, forged progress lines, workflow commands, gigabytes)."""
+    cell = ("import os, subprocess, sys\nos.write(1, b'fd-one\\n'); os.write(2, b'\\x1b]0;fd-two\\x07\\n')\n"
+            "subprocess.run(['sh', '-c', 'echo from-sh; echo ::error::forged >&2'])\n"
+            "sys.__stderr__.write('dunder\\n'); sys.__stderr__.flush()")
+    for engine in (forkengine.execute, kernel_engine.execute):
+        ex = run(cell, engine=engine)
+        shown = text(ex.nb.cells[0])
+        assert all(s in shown for s in ("fd-one", "fd-two", "from-sh", "::error::forged", "dunder")), (engine, shown)
+    leaked = "".join(capfd.readouterr())
+    for s in ("fd-one", "fd-two", "from-sh", "forged", "dunder"):
+        assert s not in leaked, s

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import secrets
+import subprocess
 import tempfile
 import threading
 import time
@@ -287,7 +288,12 @@ class _Runner:
             sessions += 1
             started = False
             try:
-                with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home):
+                # the kernel's own stdout and stderr are not the grader's: what learner code writes
+                # to file descriptors 1 and 2 (os.write, a subprocess) is captured into the cell by
+                # ipykernel and echoed there too, and would reach the instructor's terminal or a CI
+                # log (escape sequences, forged lines, workflow commands, gigabytes) unbounded
+                with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
                     started = True
                     self._run_aside(integrity.install_code(self.guard), timeout=60)
                     self._run_aside(CAP_STREAMS, timeout=60)
