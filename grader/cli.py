@@ -349,6 +349,7 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
     from grader.engines.execution import ExecOptions
 
     solutions = solutions_dir or project.SOLUTIONS
+    sources = project.sources(solutions)
     wanted = max(1, jobs or os.cpu_count() or 1)
     if submissions.is_dir():  # no more servers than notebooks (a zip: as many as jobs)
         notebooks = list(submissions.glob("*/*/*.ipynb"))
@@ -357,10 +358,9 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
     else:  # a zip: the chapter named, or the one its file names tell (as grading will guess it)
         from grader.intake import lms_zip_chapter
 
-        expected = {c: project.source_notebook(c, solutions).name for c in project.chapters(solutions)}
-        guessed = chapter or lms_zip_chapter(submissions, expected)
+        guessed = chapter or lms_zip_chapter(submissions, {c: p.name for c, p in sources.items()})
         chapters = {guessed} if guessed else set()
-    preload = project.preload(chapters & set(project.chapters(solutions)), solutions)
+    preload = project.preload(chapters & set(sources), solutions)
     hide = ws.hidden(submissions, solutions)
     forkpool.prestart(ExecOptions(device=device, isolate=isolate, hide=hide, preload=preload), wanted)
 

@@ -162,8 +162,7 @@ def main(
     workdir.mkdir(parents=True, exist_ok=True)
     db_url = db_url or ws.default_db_url()
     gbmod.ensure_tools_on_path()
-    chapters = project.chapters(solutions_dir)
-    sources = {c: project.source_notebook(c, solutions_dir) for c in chapters}
+    sources = project.sources(solutions_dir)
     expected = {c: p.name for c, p in sources.items()}
     intake_notes: list[str] = []
     hide = ws.hidden(submissions, solutions_dir)
@@ -180,7 +179,7 @@ def main(
         what = (f"{len({s.student for s in found})} student folder(s), none with a notebook in a chapter folder"
                 if found else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
         raise NothingToGrade(f"no submission to grade ({what})", where=str(submissions),
-                             hint=f"chapters are {', '.join(chapters) or 'none'}")
+                             hint=f"chapters are {', '.join(sources) or 'none'}")
     empty = sorted({s.student for s in found} - {s.student for s in found if s.path is not None})
     if empty:
         log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",

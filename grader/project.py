@@ -89,6 +89,11 @@ def source_notebook(chapter: str, solutions_dir: Path = SOLUTIONS) -> Path:
     return source
 
 
+def sources(solutions_dir: Path = SOLUTIONS) -> dict[str, Path]:
+    """Chapter -> its source notebook, for every chapter of ``solutions_dir``."""
+    return {c: source_notebook(c, solutions_dir) for c in chapters(solutions_dir)}
+
+
 def resolve_chapters(names: list[str] | tuple[str, ...] | None, solutions_dir: Path = SOLUTIONS) -> list[str]:
     """Expand chapter names given on a command line (``01`` or ``01_tensors``); all when empty."""
     known = chapters(solutions_dir)

@@ -128,9 +128,12 @@ def process_cap(memory_mb: int | None, device: str) -> tuple[int | None, bool]:
     by a cgroup, where there is one."""
     if not memory_mb:
         return None, False
-    if device == "cuda":
-        return memory_mb + CUDA_CONTEXT_MB, True
-    return memory_mb, torch_has_cuda()
+    return budget_mb(memory_mb, device), caps_private_memory(device)
+
+
+def caps_private_memory(device: str) -> bool:
+    """Whether a grading process's cap is on private memory (see :func:`process_cap`)."""
+    return device == "cuda" or torch_has_cuda()
 
 
 def budget_mb(memory_mb: int | None, device: str) -> int | None:
@@ -275,7 +278,7 @@ def isolation_summary(device: str = "cpu") -> str:
     """One line on what holds on this machine, for ``course grade``."""
     mode = cgroup_mode()
     rlimit = ("RLIMIT_DATA, shared memory not counted: a CUDA build of torch cannot live under RLIMIT_AS"
-              if process_cap(1, device)[1] else "RLIMIT_AS")
+              if caps_private_memory(device) else "RLIMIT_AS")
     budget = (f"cgroup {mode} budget per submission (memory incl. tmpfs/shm, {PIDS_MAX} processes)" if mode else
               f"NO cgroup: memory capped per process only ({rlimit}), process count not capped")
     if device == "cuda":
