@@ -190,6 +190,26 @@ def test_the_guard_is_asked_before_every_test_cell_and_the_cell_runs_anyway():
     assert ex.nb.cells[1].execution_count
 
 
+def test_servers_the_grader_stops_mid_submission_start_no_new_one_and_log_nothing(caplog, monkeypatch):
+    """Ctrl-C stops every server while workers are starting children: a worker must not take
+    that for a crash (a warning printed after the grader's last line, a new server started)."""
+    started = []
+    new_server, spawn = forkpool._new_server, forkpool.Server.spawn
+
+    def stopped_while_asked(server, conn, timeout):  # the grader's shutdown lands as a child is asked for
+        server.wait_ready()
+        forkpool.shutdown()
+        return spawn(server, conn, timeout)
+
+    monkeypatch.setattr(forkpool, "_new_server", lambda options: started.append(options) or new_server(options))
+    monkeypatch.setattr(forkpool.Server, "spawn", stopped_while_asked)
+    with caplog.at_level("WARNING"):
+        ex = run("x = 1", "x + 1")
+    assert "stopped" in (ex.error or "") and not ex.died and ex.restarts == 0
+    assert len(started) <= 1, "a server was started after the grader stopped them"
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []
+
+
 @pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine")
 def test_a_sandboxed_child_has_no_network_and_cannot_see_hidden_folders(tmp_path):
     private = tmp_path / "gradebook-folder"

@@ -25,7 +25,7 @@ from nbformat import NotebookNode
 from grader import cells, integrity
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
-from grader.engines.forkpool import Lease, Server, StartError, lease
+from grader.engines.forkpool import Lease, Server, StartError, Stopped, lease, stopped
 from grader.engines.sandbox import budget_mb, process_cap
 from grader.engines.wire import recv, send
 
@@ -223,6 +223,9 @@ class _Runner:
             sessions += 1
             try:
                 child = self._new_child()
+            except Stopped as exc:  # the batch is stopping (Ctrl-C): not run, and nothing to log
+                self.result.error = str(exc)
+                break
             except StartError as exc:
                 if sessions == 1:
                     log.warning("fork engine: %s", exc)
@@ -245,6 +248,8 @@ class _Runner:
         try:
             return Child(self.lease.server, self.options, self.guard, self.budget)
         except StartError as exc:
+            if stopped(self.lease.server):
+                raise Stopped("the grader stopped its fork servers") from exc
             # killed, stopped (SIGSTOP) or wedged by a submission, or OOM: a new server, once
             log.warning("fork engine: the server did not give a child (%s); starting a new one", exc)
         self.lease.renew()

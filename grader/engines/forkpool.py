@@ -33,6 +33,10 @@ class StartError(RuntimeError):
     """A server or a child could not be started."""
 
 
+class Stopped(StartError):
+    """The grader stopped every server (Ctrl-C, the batch's end): nothing went wrong to report."""
+
+
 class _Launcher:
     """Starts every server from one long-lived thread: a server (and bubblewrap) dies with
     the thread that started it (PR_SET_PDEATHSIG), so no worker thread may start one."""
@@ -113,8 +117,8 @@ class Server:
         caller keeps the other); returns the child's pidfd (None on Linux < 5.3)."""
         self.wait_ready()
         with self.lock:
-            self.ctrl.settimeout(timeout)
             try:
+                self.ctrl.settimeout(timeout)  # on a channel closed meanwhile (the grader stopping): OSError
                 socket.send_fds(self.ctrl, [b"C"], [conn.fileno()])
                 msg, fds, _, _ = socket.recv_fds(self.ctrl, 1, 1)
             except OSError as exc:
@@ -237,6 +241,13 @@ class Lease:
             return
         with _lock:
             _idle.setdefault(self.key, []).append(self.server)
+
+
+def stopped(server: Server) -> bool:
+    """Whether :func:`shutdown` stopped ``server`` (a leased server leaves the list no other way
+    while leased: its holder discards it only after this question)."""
+    with _lock:
+        return server not in _servers
 
 
 def _discard(server: Server) -> None:
