@@ -76,7 +76,7 @@ def add_tag(cell: NotebookNode, tag: str) -> None:
 
 def set_nbgrader_meta(cell: NotebookNode, meta: dict[str, Any]) -> None:
     """Replace the cell's ``nbgrader`` metadata."""
-    cell.setdefault("metadata", {})["nbgrader"] = dict(meta)
+    cell.setdefault("metadata", NotebookNode())["nbgrader"] = NotebookNode(meta)
 
 
 def source_text(cell: NotebookNode) -> str:

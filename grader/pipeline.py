@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,5 +84,23 @@ def run(
     for step in steps:
         if step in skip:
             continue
-        nb, resources = step(**config.get(step, {})).preprocess(nb, resources)
+        nb, resources = _instance(step, config.get(step, {})).preprocess(nb, resources)
     return nb, resources
+
+
+_made = threading.local()  # per thread: (step, options) -> the step, configured
+
+
+def _instance(step: Step, options: dict[str, Any]) -> Preprocessor:
+    """``step(**options)``, made once per thread and options: constructing a configurable costs
+    more than a step's work on a notebook (a batch runs the same steps hundreds of times). The
+    steps keep nothing from one notebook to the next: what ``preprocess`` needs it sets first."""
+    try:
+        key = (step, tuple(sorted(options.items())))
+        hash(key)
+    except TypeError:  # options that are not hashable: a step of their own
+        return step(**options)
+    made = _made.__dict__.setdefault("steps", {})
+    if key not in made:
+        made[key] = step(**options)
+    return made[key]

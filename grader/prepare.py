@@ -148,7 +148,7 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     if cells.parameters_cell_index(nb) is None:
         # papermill puts the injected parameters on top when the tagged cell is gone
         log.info("%s: the parameters cell is missing; parameters go on top", notebook)
-    return reference.grading_notebook(nb, tests or {}, device)
+    return reference.grading_notebook(nb, tests or {}, device, copy=False)
 
 
 def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:

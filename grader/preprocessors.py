@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import traceback
 from typing import Any
 
 import jsonschema
+import nbformat
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell
+from nbgrader.nbgraderformat import MetadataValidator
+from nbgrader.nbgraderformat import ValidationError as NbgraderValidationError
 from nbgrader.nbgraderformat import common as _nbgrader_format
 from nbgrader.preprocessors import CheckCellMetadata as _NbgraderCheckCellMetadata
 from nbgrader.preprocessors import DeduplicateIds, OverwriteCells, OverwriteKernelspec
@@ -65,12 +70,26 @@ class _CompiledSchemas:
 
 
 class CheckCellMetadata(_NbgraderCheckCellMetadata):
-    """nbgrader's ``CheckCellMetadata``, with its JSON schema compiled once per process."""
+    """nbgrader's ``CheckCellMetadata``, with its JSON schema read and compiled once per process
+    (nbgrader's step makes a new validator, which reads the schema file, for every notebook)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         if not isinstance(_nbgrader_format.jsonschema, _CompiledSchemas):
             _nbgrader_format.jsonschema = _CompiledSchemas()
-        return super().preprocess(nb, resources)
+        try:
+            _metadata_validator().validate_nb(nb)
+        except NbgraderValidationError:  # what nbgrader's step logs and raises
+            self.log.error(traceback.format_exc())
+            msg = "Notebook failed to validate; the nbgrader metadata may be corrupted."
+            self.log.error(msg)
+            raise NbgraderValidationError(msg) from None
+        return nb, resources
+
+
+@functools.lru_cache(maxsize=1)
+def _metadata_validator() -> MetadataValidator:
+    """nbgrader's metadata validator (it keeps nothing but its schema, read from a file)."""
+    return MetadataValidator()
 
 
 class MarkExerciseCells(Preprocessor):
@@ -262,6 +281,11 @@ class RestoreCells(OverwriteCells):
             nb, resources = self.add_missing_grade_cells(nb, resources)
             nb, resources = self.add_missing_task_cells(nb, resources)
         return nb, resources
+
+
+    def missing_cell_transform(self, *args: Any, **kwargs: Any) -> NotebookNode:
+        """nbgrader's restored cell, a :class:`NotebookNode` all through (nbgrader's has plain dicts inside)."""
+        return nbformat.from_dict(super().missing_cell_transform(*args, **kwargs))
 
 
 class RestoreKernelspec(OverwriteKernelspec):

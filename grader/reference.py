@@ -9,6 +9,7 @@ cached in the workspace by the fingerprint of everything it depends on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -19,6 +20,7 @@ from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
+from nbformat.v4.nbbase import random_cell_id
 
 from grader import cells, dispatch, instrument
 from grader.engines.execution import NOT_GRADING, ExecOptions, Execution
@@ -51,11 +53,12 @@ def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) 
     return h.hexdigest()[:32]
 
 
-def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], device: str) -> NotebookNode:
-    """``nb`` with the grading parameters injected and the grader's test cells in place."""
-    from papermill.parameterize import parameterize_notebook
-
-    nb = nbformat.from_dict(nb)
+def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], device: str, *,
+                     copy: bool = True) -> NotebookNode:
+    """``nb`` with the grading parameters injected and the grader's test cells in place (in a
+    copy of ``nb``, or, with ``copy=False``, in ``nb`` itself, which the caller gives up)."""
+    if copy:
+        nb = nbformat.from_dict(nb)
     if cells.parameters_cell_index(nb) is None:  # an editor dropped the tag: find the cell itself
         found = next((c for c in nb.cells if _is_parameters(c)), None)
         if found is not None:
@@ -64,11 +67,41 @@ def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], 
         if not cell.get("id"):
             cell["id"] = f"restored-{i}"
     # papermill's loader gives every notebook these keys; parameterize_notebook relies on them
-    nb.metadata.setdefault("papermill", {}).setdefault("parameters", {})
+    nb.metadata.setdefault("papermill", NotebookNode()).setdefault("parameters", NotebookNode())
     for cell in nb.cells:
-        cell.setdefault("metadata", {}).setdefault("tags", [])
-    nb = parameterize_notebook(nb, {"DEVICE": device, "SEED": 0, "FAST": True}, kernel_name="python3", language="python")
+        cell.setdefault("metadata", NotebookNode()).setdefault("tags", [])
+    inject_parameters(nb, {"DEVICE": device, "SEED": 0, "FAST": True})
     return instrument.apply(nb, tests)
+
+
+@functools.lru_cache(maxsize=8)
+def _parameters_cell(parameters: str) -> NotebookNode:
+    """The cell papermill injects for ``parameters`` (a JSON object), built and validated once."""
+    from papermill.translators import translate_parameters
+
+    cell = nbformat.v4.new_code_cell(source=translate_parameters("python3", "python", json.loads(parameters)))
+    cell.metadata["tags"] = ["injected-parameters"]
+    return cell
+
+
+def inject_parameters(nb: NotebookNode, parameters: dict[str, Any]) -> None:
+    """What papermill's ``parameterize_notebook`` does to ``nb`` (in place), with the injected
+    cell built once per set of parameters rather than validated anew for every submission: the
+    cell goes in place of an injected-parameters cell, else right after the cell tagged
+    ``parameters``, else on top; the parameters are recorded in the notebook's metadata."""
+    nbformat.v4.upgrade(nb)
+    cell = nbformat.from_dict(_parameters_cell(json.dumps(parameters)))  # in their order, as papermill writes them
+    cell["id"] = random_cell_id()
+    tagged = [next((i for i, c in enumerate(nb.cells) if tag in c.metadata.tags), -1)
+              for tag in ("injected-parameters", "parameters")]
+    if tagged[0] >= 0:
+        nb.cells[tagged[0]] = cell
+    elif tagged[1] >= 0:
+        nb.cells.insert(tagged[1] + 1, cell)
+    else:
+        log.warning("Input notebook does not contain a cell with tag 'parameters'")
+        nb.cells.insert(0, cell)
+    nb.metadata.papermill["parameters"] = parameters
 
 
 def _is_parameters(cell: NotebookNode) -> bool:

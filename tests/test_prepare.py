@@ -86,3 +86,80 @@ def test_an_invalid_notebook_logs_nbformats_error_even_after_valid_ones(tmp_path
         theirs = nbformat.reads(text, as_version=4)
         assert logged == [r.getMessage() for r in caplog.records] and len(logged) == 1
     assert ours == theirs
+
+
+def _shapes():
+    """Notebooks as injection meets them: the release, a parameters cell elsewhere, none at all,
+    an injected cell already there (a notebook papermill ran), an older minor version."""
+    release = nbformat.reads(json.dumps(_notebooks()["release"]), as_version=4)
+    moved = copy.deepcopy(release)
+    moved.cells.append(moved.cells.pop(next(i for i, c in enumerate(moved.cells) if "parameters" in c.metadata.get("tags", []))))
+    none = copy.deepcopy(release)
+    for cell in none.cells:
+        cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "parameters"]
+    ran = copy.deepcopy(release)
+    ran.cells.insert(5, new_code_cell("DEVICE = 'cuda'", metadata={"tags": ["injected-parameters"]}))
+    old = copy.deepcopy(none)
+    old.nbformat_minor = 4
+    return {"release": release, "moved": moved, "no parameters cell": none, "already injected": ran, "nbformat 4.4": old}
+
+
+@pytest.mark.parametrize("kind", list(_shapes()))
+def test_parameters_are_injected_as_papermill_injects_them(kind):
+    from papermill.parameterize import parameterize_notebook
+
+    from grader.reference import inject_parameters
+
+    params = {"DEVICE": "cpu", "SEED": 0, "FAST": True}
+    ours, theirs = _shapes()[kind], _shapes()[kind]
+    for nb in (ours, theirs):
+        nb.metadata.setdefault("papermill", {}).setdefault("parameters", {})
+        for cell in nb.cells:
+            cell.metadata.setdefault("tags", [])
+    inject_parameters(ours, params)
+    theirs = parameterize_notebook(theirs, params, kernel_name="python3", language="python")
+    for nb in (ours, theirs):  # ids made up on injection or upgrade are random: unique is what counts
+        assert len({c.id for c in nb.cells}) == len(nb.cells)
+        for cell in nb.cells:
+            cell.id = "-"
+    assert ours == theirs
+    assert sum("injected-parameters" in c.metadata.tags for c in ours.cells) == 1
+
+
+def test_a_prepared_notebook_is_notebooknodes_all_through(tmp_path):
+    """Steps that add cells (a deleted test cell restored) or metadata (a cell that lost its
+    nbgrader metadata or its tags) must not leave plain dicts: the engines read attributes."""
+    from nbformat import NotebookNode
+
+    from grader import gradebook, instrument
+    from grader.prepare import prepare
+
+    chapter, source = "01_tensors", project.source_notebook("01_tensors")
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    release = gradebook.register_chapter(db_url, chapter, source)
+    nb = nbformat.reads(nbformat.writes(release), as_version=4)
+    tests = [i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata and c.metadata.nbgrader.get("grade")
+             and not c.metadata.nbgrader.get("solution")]
+    deleted = nb.cells.pop(tests[-1]).metadata.nbgrader.grade_id  # restored by nbgrader's step
+    answer = next(c for c in nb.cells if "nbgrader" in c.metadata and c.metadata.nbgrader.get("solution"))
+    del answer.metadata["nbgrader"]  # recognised by its marker
+    plain = next(c for c in nb.cells if c.cell_type == "code" and "nbgrader" not in c.metadata)
+    plain.metadata = {"tags": ["parameters"]} if "parameters" in plain.metadata.get("tags", []) else {}
+    del nb.metadata["kernelspec"]
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    out = prepare(read_submission(path), chapter, source.stem, db_url, release, "cpu",
+                  instrument.chapter_tests(nbformat.read(str(source), as_version=4)),
+                  gradebook.chapter_cells(db_url, chapter, source.stem))
+
+    def plain_dicts(obj, where="nb"):
+        if isinstance(obj, dict):
+            found = [] if isinstance(obj, NotebookNode) else [where]
+            return found + [w for k, v in obj.items() for w in plain_dicts(v, f"{where}.{k}")]
+        if isinstance(obj, list):
+            return [w for i, v in enumerate(obj) for w in plain_dicts(v, f"{where}[{i}]")]
+        return []
+
+    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in out.cells].count(deleted) == 1
+    assert len([c for c in out.cells if "injected-parameters" in c.metadata.tags]) == 1
+    assert plain_dicts(out) == []
