@@ -142,11 +142,22 @@ class Child:
         except OSError:
             pass
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
+        """Let the child go; ``wait``: up to that many seconds for it to exit (its pidfd says when,
+        sooner than polling its cgroup does)."""
         self.sock.close()  # the child reads EOF and exits; the server cleans up after it
         if self.pidfd is not None:
+            if wait > 0:
+                try:
+                    select.select([self.pidfd], [], [], wait)
+                except (OSError, ValueError):
+                    pass
             os.close(self.pidfd)
             self.pidfd = None
+
+
+#: How long a submission's end waits for its child to exit by itself before its cgroup is emptied by force
+EXIT_WAIT = 0.5
 
 
 def _pidfd_pid(pidfd: int) -> int | None:
@@ -239,7 +250,7 @@ class _Runner:
                 else:
                     self.result.restarts += 1
             finally:
-                child.close()
+                child.close(wait=EXIT_WAIT if self.budget is not None else 0.0)
                 if self.budget is not None:
                     self.budget.kill_all()  # nothing of this child outlives it
         return self.result
