@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import itertools
 import logging
 import os
 import shutil
@@ -245,17 +246,6 @@ def main(
 
     if on_start:  # before the solutions' runs, which take a few seconds per chapter
         on_start(len(candidates))
-    # The solutions' runs, before any learner code of this batch runs (see grader.reference).
-    references: dict[str, dict[str, list[dict]]] = {}
-    for chapter in sorted({sub.chapter for sub, *_ in candidates}):
-        options = chapter_options(base, sources[chapter].parent)
-        try:
-            references[chapter] = reference.run(
-                chapter, sources[chapter], options, engine, GRADER_REVISION, ws.root / "reference"
-            )
-        except Exception as exc:  # the chapter cannot be graded: every test says why
-            log.error("the reference run of %s failed: %s", chapter, exc)
-            references[chapter] = {}
     findings_of: dict[tuple[str, str], list[Finding]] = {}
 
     def not_executed(sub: Submission, status: str, reason: str, fp: str) -> None:
@@ -297,8 +287,16 @@ def main(
             yield sub, prepared, fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
+    # The solutions' runs, before any learner code of this batch runs (see grader.reference). With
+    # the fork engine they run in threads, on the servers started for the batch, while this thread
+    # prepares the first submissions.
+    overlap, items = engine == "fork" and scheduler is None, todo()
+    references, prepared = reference.run_all(
+        {c: (sources[c], chapter_options(base, sources[c].parent)) for c in {sub.chapter for sub, *_ in candidates}},
+        engine, GRADER_REVISION, ws.root / "reference", threads=jobs if overlap else 1,
+        meanwhile=items if overlap else None)
     done = len(reports)
-    executed = dispatch.execute_all(todo(), jobs, engine, scheduler, on_idle=recorder.flush)
+    executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.flush)
     try:
         for sub, fp, outcome in executed:
             judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))

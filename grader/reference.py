@@ -14,6 +14,9 @@ import hashlib
 import json
 import logging
 import os
+import queue
+import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,55 @@ def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision:
     os.replace(tmp, path)
     return found
 
+
+
+def run_all(chapters: dict[str, tuple[Path, ExecOptions]], engine: str, revision: str, cache_dir: Path, *,
+            threads: int = 1, meanwhile: Iterator | None = None, keep: int = 256) -> tuple[dict[str, dict], list]:
+    """The reference observations of every chapter (``chapter -> (source, options)``); ``{}`` for a
+    chapter whose solution could not be run, which is logged and costs its tests, not the batch.
+
+    With ``threads`` > 1 or ``meanwhile`` (the fork engine: its executions are threads of this
+    process driving children of the warm servers), the solutions run in up to ``threads`` threads
+    at once, while this thread takes up to ``keep`` items from ``meanwhile`` -- the batch's
+    submissions being prepared, which runs no learner code: no submission runs before this
+    returns. Returns the references and the items taken from ``meanwhile``.
+    """
+    found: dict[str, dict] = {}
+
+    def one(chapter: str) -> None:
+        source, options = chapters[chapter]
+        try:
+            found[chapter] = run(chapter, source, options, engine, revision, cache_dir)
+        except Exception as exc:  # the chapter cannot be graded: every test says why
+            log.error("the reference run of %s failed: %s", chapter, exc)
+            found[chapter] = {}
+
+    if threads <= 1 and meanwhile is None:
+        for chapter in sorted(chapters):
+            one(chapter)
+        return found, []
+    waiting: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for chapter in sorted(chapters):
+        waiting.put(chapter)
+
+    def worker() -> None:
+        while True:
+            try:
+                one(waiting.get_nowait())
+            except queue.Empty:
+                return
+
+    # daemon threads: Ctrl-C here ends the grader without waiting for a solution's run to finish
+    workers = [threading.Thread(target=worker, name=f"reference-{i}", daemon=True)
+               for i in range(max(1, min(threads, len(chapters))))]
+    for t in workers:
+        t.start()
+    taken: list = []
+    while meanwhile is not None and len(taken) < keep and any(t.is_alive() for t in workers):
+        try:
+            taken.append(next(meanwhile))
+        except StopIteration:
+            break
+    for t in workers:
+        t.join()
+    return found, taken
