@@ -365,3 +365,39 @@ def test_a_solution_that_fails_here_costs_no_learner_a_point_and_a_later_run_gra
     assert again.score == again.max_score > 0
     assert list((work / "reference").glob("*.json"))
     assert export.errors(work) == []
+
+
+def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side_by_side(tmp_path, mini_solutions,
+                                                                                        monkeypatch):
+    """The fork engine runs the chapters' solutions in threads (as many at once as --jobs) while the
+    coordinator prepares submissions; a learner's notebook starts only once every solution's run ended."""
+    import threading
+    import time
+
+    from grader import dispatch
+    from grader.engines import forkpool
+    from grader.engines.execution import Execution
+
+    shutil.copytree(mini_solutions / CH, mini_solutions / "01_twin")  # a second chapter
+    subs = tmp_path / "subs"
+    samples.write_samples(subs, solutions_dir=mini_solutions)
+    runs, prepared = [], []
+
+    def slow_solutions(nb, options, engine):  # stands in for the fork engine; nothing real runs
+        kind = "solution" if threading.current_thread().name.startswith("reference") else "learner"
+        start = time.monotonic()
+        time.sleep(0.5 if kind == "solution" else 0.0)
+        runs.append((kind, start, time.monotonic()))
+        return Execution(nb=nb)
+
+    real_prepare = grade.prepare
+    monkeypatch.setattr(dispatch, "execute_notebook", slow_solutions)
+    monkeypatch.setattr(forkpool, "prestart", lambda *a, **k: None)
+    monkeypatch.setattr(grade, "prepare", lambda *a, **k: prepared.append(time.monotonic()) or real_prepare(*a, **k))
+    grade.main(subs, tmp_path / "work", jobs=2, engine="fork", solutions_dir=mini_solutions)
+    solutions = [(s, e) for kind, s, e in runs if kind == "solution"]
+    learners = [s for kind, s, _ in runs if kind == "learner"]
+    assert len(solutions) == 2 and len(learners) == 8
+    assert min(learners) >= max(e for _, e in solutions), "a submission ran before a solution's run ended"
+    assert max(s for s, _ in solutions) < min(e for _, e in solutions), "the two solutions ran one after the other"
+    assert len(prepared) == 8 and min(prepared) < min(e for _, e in solutions), "nothing was prepared meanwhile"
