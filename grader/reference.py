@@ -187,13 +187,15 @@ def run_all(chapters: dict[str, tuple[Path, ExecOptions]], engine: str, revision
     returns. Returns the references and the items taken from ``meanwhile``.
     """
     found: dict[str, dict] = {}
+    stopping = threading.Event()  # Ctrl-C: what fails after it (the servers stopped) is not news
 
     def one(chapter: str) -> None:
         source, options = chapters[chapter]
         try:
             found[chapter] = run(chapter, source, options, engine, revision, cache_dir)
         except Exception as exc:  # the chapter cannot be graded: every test says why
-            log.error("the reference run of %s failed: %s", chapter, exc)
+            if not stopping.is_set():
+                log.error("the reference run of %s failed: %s", chapter, exc)
             found[chapter] = {}
 
     if threads <= 1 and meanwhile is None:
@@ -217,11 +219,15 @@ def run_all(chapters: dict[str, tuple[Path, ExecOptions]], engine: str, revision
     for t in workers:
         t.start()
     taken: list = []
-    while meanwhile is not None and len(taken) < keep and any(t.is_alive() for t in workers):
-        try:
-            taken.append(next(meanwhile))
-        except StopIteration:
-            break
-    for t in workers:
-        t.join()
+    try:
+        while meanwhile is not None and len(taken) < keep and any(t.is_alive() for t in workers):
+            try:
+                taken.append(next(meanwhile))
+            except StopIteration:
+                break
+        for t in workers:
+            t.join()
+    except BaseException:
+        stopping.set()
+        raise
     return found, taken

@@ -1,0 +1,61 @@
+"""grader.reference.run_all: the chapters' solutions run side by side; a failure is logged unless the grader is stopping."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader import reference
+from grader.engines.execution import ExecOptions
+
+CHAPTERS = {"01_a": (Path("a.ipynb"), ExecOptions()), "02_b": (Path("b.ipynb"), ExecOptions())}
+
+
+def _failing_runs(monkeypatch, release: threading.Event, done: threading.Event) -> None:
+    """Each solution's run waits for ``release``, then fails (as one does when its server is stopped)."""
+    finished = []
+
+    def run(chapter, *args, **kwargs):
+        try:
+            release.wait(10)
+            raise RuntimeError(f"{chapter}: the solution notebook could not be run: the grader stopped its fork servers")
+        finally:
+            finished.append(chapter)
+            if len(finished) == len(CHAPTERS):
+                done.set()
+
+    monkeypatch.setattr(reference, "run", run)
+
+
+def test_a_solution_that_fails_is_logged_and_costs_its_chapter_only(monkeypatch, caplog):
+    release, done = threading.Event(), threading.Event()
+    release.set()
+    _failing_runs(monkeypatch, release, done)
+    items = iter(range(3))
+    with caplog.at_level(logging.ERROR, logger="grader.reference"):
+        found, taken = reference.run_all(CHAPTERS, "fork", "r", Path("."), threads=2, meanwhile=items)
+    assert found == {"01_a": {}, "02_b": {}}
+    assert taken + list(items) == [0, 1, 2], "what was prepared meanwhile is handed back, nothing lost"
+    assert sorted(r.getMessage().split(" failed")[0] for r in caplog.records) == [
+        "the reference run of 01_a", "the reference run of 02_b"]
+
+
+def test_ctrl_c_while_the_solutions_run_leaves_no_error_behind_the_graders_last_line(monkeypatch, caplog):
+    """Ctrl-C lands while submissions are prepared: the grader stops its servers, so the solutions'
+    runs fail after it has said it was interrupted; that failure is not an error to print."""
+    release, done = threading.Event(), threading.Event()
+    _failing_runs(monkeypatch, release, done)
+
+    def preparing():
+        yield "first"
+        raise KeyboardInterrupt
+
+    with caplog.at_level(logging.ERROR, logger="grader.reference"):
+        with pytest.raises(KeyboardInterrupt):
+            reference.run_all(CHAPTERS, "fork", "r", Path("."), threads=2, meanwhile=preparing())
+        release.set()  # the servers stop: the runs fail
+        assert done.wait(10)
+    assert [r.getMessage() for r in caplog.records] == []
