@@ -105,6 +105,7 @@ def open_gradebook(db_url: str) -> Iterator[Gradebook]:
             if gb is None:
                 gb = _create(db_url)
                 _tune_sqlite(gb, db_url)
+                _add_indexes(gb)
                 _open[key] = (gb, _sqlite_file_id(db_url))
         try:
             yield gb
@@ -211,6 +212,37 @@ def _tune_sqlite(gb: Gradebook, db_url: str) -> None:
 
     gb.db.remove()
     gb.engine.dispose()  # connections opened before the listener get it on their next opening
+
+
+#: (table, column): what recording a batch looks rows up by, which nbgrader's schema indexes only
+#: as the second column of a unique pair, so that each lookup scanned the whole gradebook (90 ms
+#: for the totals of 64 students in a PostgreSQL gradebook of 36,750 grades, growing with it)
+INDEXED = (("grade", "notebook_id"), ("comment", "notebook_id"), ("submitted_notebook", "assignment_id"),
+           ("submitted_assignment", "student_id"))
+
+
+def _add_indexes(gb: Gradebook) -> None:
+    """Add the indexes of :data:`INDEXED` the gradebook lacks (nbgrader ignores extra indexes). An
+    optimisation only: a gradebook this grader may not change, or another grader indexing it at
+    the same moment, is left as it is."""
+    from sqlalchemy import inspect, text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with gb.engine.connect() as conn:  # asked first: creating one, even "IF NOT EXISTS", locks its table
+            have = {(t, i["name"]) for t in {t for t, _ in INDEXED} for i in inspect(conn).get_indexes(t)}
+    except SQLAlchemyError as exc:
+        log.debug("indexes not read: %s", exc)
+        return
+    for table, column in INDEXED:  # DDL of our own: an Index object would join nbgrader's own tables' metadata
+        name = f"course_{table}_{column}"
+        if (table, name) in have:
+            continue
+        try:
+            with gb.engine.begin() as conn:
+                conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})"))
+        except SQLAlchemyError as exc:
+            log.debug("index on %s.%s not added: %s", table, column, exc)
 
 
 def close_all() -> None:

@@ -78,3 +78,23 @@ def test_an_sqlite_gradebook_commits_in_write_ahead_log_mode(tmp_path):
         assert gb.db.execute(text("PRAGMA journal_mode")).scalar_one() == "wal"
         assert gb.db.execute(text("PRAGMA synchronous")).scalar_one() == 1  # NORMAL
     gradebook.close_all()
+
+
+def test_recording_looks_rows_up_through_indexes_in_every_gradebook_a_process_opens(tmp_path):
+    """nbgrader indexes grade.notebook_id and the like only second in a unique pair: the grader adds
+    its own (a totals query scanned the whole gradebook at every flush). Three new gradebooks in one
+    process: each gets them, and nbgrader's own tables are left as nbgrader declares them."""
+    from sqlalchemy import inspect, text
+
+    from grader import scores
+
+    for k in range(3):
+        url = f"sqlite:///{tmp_path / f'gradebook{k}.db'}"
+        with gradebook.open_gradebook(url) as gb:
+            found = {(t, tuple(i["column_names"])) for t, _ in gradebook.INDEXED for i in inspect(gb.engine).get_indexes(t)}
+            plan = " ".join(str(row[-1]) for row in gb.db.execute(text("EXPLAIN QUERY PLAN SELECT * FROM grade WHERE notebook_id = 'x'")))
+        assert {(t, (c,)) for t, c in gradebook.INDEXED} <= found
+        assert "course_grade_notebook_id" in plan
+        assert scores.totals(url, "nothing") == {}
+    assert all(not t.indexes for t in api.Base.metadata.tables.values()), "nbgrader's table objects were changed"
+    gradebook.close_all()
