@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import secrets
 import shutil
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from grader.engines.execution import Execution  # noqa: E402
 from grader.release import dumps  # noqa: E402
 
 CHAPTER = "01_tensors"
+RUN = secrets.token_hex(3)
 
 
 def write_batch(dest: Path, students: int, prefix: str = "s") -> None:
@@ -54,7 +56,9 @@ def cpu_seconds() -> float:
 def timed_batch(tmp: Path, students: int, db_url: str | None) -> tuple[float, float, int]:
     """Grade ``students`` copies with the null engine; (wall s, CPU s, graded)."""
     subs, work = tmp / f"subs-{students}", tmp / f"work-{students}"
-    write_batch(subs, students, prefix=f"b{students}-")  # students of their own: one gradebook may serve both
+    # students of their own, new to the gradebook: one PostgreSQL database may serve both batches and
+    # several runs, and each still measures new submissions (not the regrade of an earlier run's)
+    write_batch(subs, students, prefix=f"b{students}-{RUN}-")
     shutil.copytree(tmp / "warm" / "reference", work / "reference")  # the solution's run, cached
     wall, cpu = time.perf_counter(), cpu_seconds()
     reports = grade.main(subs, work, db_url=db_url, jobs=2, engine="fork")
