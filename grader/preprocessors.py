@@ -282,7 +282,6 @@ class RestoreCells(OverwriteCells):
             nb, resources = self.add_missing_task_cells(nb, resources)
         return nb, resources
 
-
     def missing_cell_transform(self, *args: Any, **kwargs: Any) -> NotebookNode:
         """nbgrader's restored cell, a :class:`NotebookNode` all through (nbgrader's has plain dicts inside)."""
         return nbformat.from_dict(super().missing_cell_transform(*args, **kwargs))

@@ -69,10 +69,6 @@ def grading_notebook(nb: NotebookNode, tests: dict[str, instrument.TestSource], 
     for i, cell in enumerate(nb.cells):
         if not cell.get("id"):
             cell["id"] = f"restored-{i}"
-    # papermill's loader gives every notebook these keys; parameterize_notebook relies on them
-    nb.metadata.setdefault("papermill", NotebookNode()).setdefault("parameters", NotebookNode())
-    for cell in nb.cells:
-        cell.setdefault("metadata", NotebookNode()).setdefault("tags", [])
     inject_parameters(nb, {"DEVICE": device, "SEED": 0, "FAST": True})
     return instrument.apply(nb, tests)
 
@@ -88,10 +84,14 @@ def _parameters_cell(parameters: str) -> NotebookNode:
 
 
 def inject_parameters(nb: NotebookNode, parameters: dict[str, Any]) -> None:
-    """What papermill's ``parameterize_notebook`` does to ``nb`` (in place), with the injected
+    """What papermill's loader and ``parameterize_notebook`` do to ``nb`` (in place), with the injected
     cell built once per set of parameters rather than validated anew for every submission: the
     cell goes in place of an injected-parameters cell, else right after the cell tagged
     ``parameters``, else on top; the parameters are recorded in the notebook's metadata."""
+    # papermill's loader gives every notebook these keys, and its injection relies on them
+    nb.metadata.setdefault("papermill", NotebookNode()).setdefault("parameters", NotebookNode())
+    for c in nb.cells:
+        c.setdefault("metadata", NotebookNode()).setdefault("tags", [])
     nbformat.v4.upgrade(nb)
     cell = nbformat.from_dict(_parameters_cell(json.dumps(parameters)))  # in their order, as papermill writes them
     cell["id"] = random_cell_id()
@@ -172,7 +172,6 @@ def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision:
     tmp.write_text(json.dumps(data), encoding="utf-8")
     os.replace(tmp, path)
     return found
-
 
 
 def run_all(chapters: dict[str, tuple[Path, ExecOptions]], engine: str, revision: str, cache_dir: Path, *,
