@@ -65,7 +65,17 @@ def test_setup_cell_pins_this_release_on_colab_and_is_a_no_op_elsewhere(chapter,
     calls = []
     import subprocess
 
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
+    real_run = subprocess.run
+
+    def run(args, *a, **k):
+        # record installs only: whatever else runs a program on the way (matplotlib's first
+        # `fc-list` on a machine without its font cache, say) must still get its real result
+        if "pip" not in args:
+            return real_run(args, *a, **k)
+        calls.append((args, *a))
+        return subprocess.CompletedProcess(args, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     exec(setup, {"SEED": 0, "DEVICE": "cpu"})
     assert calls == [], "the setup cell installed something outside Colab"
