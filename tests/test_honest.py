@@ -1,6 +1,6 @@
 """A class of honest learners: perfect chapter-01 notebooks saved as real editors save them, with
 the harmless changes learners make. Every one scores full, none is noted for review, and every
-one is a row in grades.csv.
+one is a row in grades.csv, under both engines.
 
 What the editors write was measured on public notebooks (shared/FACTS.md, "Real editors'
 notebooks"): Colab (2024) keeps nbformat 4.5 and the nbgrader metadata, copies each id into
@@ -126,6 +126,18 @@ def extra_cells_and_comments(nb):
                                              "metadata": {}, "outputs": [], "source": "x = torch.randn(3)\nprint(x)"})
 
 
+def own_module(nb):
+    """Helpers of the learner's own in a module written from the notebook: hypothesis would add its
+    constants to the pool it draws from, and the hidden tests met other inputs than the reference's."""
+    at = setup_index(nb) + 1
+    nb["cells"][at:at] = [
+        {"cell_type": "code", "execution_count": None, "id": "writefile", "metadata": {}, "outputs": [],
+         "source": "%%writefile my_tools.py\nSIZES = [3, 7, 11, 250, 4096, 100000]\nSCALE = 0.125\n"},
+        {"cell_type": "code", "execution_count": None, "id": "import-it", "metadata": {}, "outputs": [],
+         "source": "import my_tools\nmy_tools.SIZES"},
+    ]
+
+
 STUDENTS = {
     "colab_2024": lambda nb: colab_2024(nb),
     "colab_old": lambda nb: colab_old(nb),
@@ -137,14 +149,15 @@ STUDENTS = {
     "own_graded_cell": lambda nb: edit(nb, own_graded_cell),
     "lost_parameters_tag": lambda nb: edit(nb, lost_parameters_tag),
     "extra_cells_and_comments": lambda nb: edit(nb, extra_cells_and_comments),
+    "own_module": lambda nb: edit(nb, own_module),
     "bom": lambda nb: "\ufeff" + json.dumps(nb, indent=1),
     "José Núñez": lambda nb: json.dumps(nb, indent=1),
     "Ann Lee": lambda nb: json.dumps(nb, indent=1),
 }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+@pytest.fixture(scope="module", params=["fork", "kernel"])
+def graded(tmp_path_factory, request):
     subs = tmp_path_factory.mktemp("honest")
     name = project.source_notebook(CH).name
     nb = perfect()
@@ -153,7 +166,7 @@ def graded(tmp_path_factory):
         path.parent.mkdir(parents=True)
         path.write_text(save(nb), encoding="utf-8")
     work = tmp_path_factory.mktemp("work")
-    reports = grade.main(subs, work, jobs=2)
+    reports = grade.main(subs, work, jobs=2, engine=request.param)
     export.write_grades_csv(grade.Workspace(work).default_db_url(), work / "grades.csv")
     return {(r.student, r.chapter): r for r in reports}, work
 

@@ -24,7 +24,7 @@ import tempfile
 
 # what a kernel imports and runs before learner code too
 from grader.engines.wire import recv
-from grader.integrity import PRELOAD, WARM_UP
+from grader.integrity import FIXED_INPUTS, PRELOAD, WARM_UP
 
 #: Folders a sandboxed server owns privately and empties after every child.
 PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
@@ -56,6 +56,7 @@ def _preload(extra: tuple[str, ...] = ()) -> object:
             importlib.import_module(name)
         except Exception as exc:  # a missing optional module costs speed, not correctness
             print(f"forkserver: preloading {name} failed: {exc}", file=sys.stderr)
+    exec(compile(FIXED_INPUTS, "<fixed-inputs>", "exec"), {})  # each child runs it again, as every kernel does
     exec(compile(WARM_UP, "<warm-up>", "exec"), {})  # as every kernel runs it
     try:
         import matplotlib.pyplot as plt

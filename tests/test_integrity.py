@@ -1,0 +1,60 @@
+"""What runs before learner code in every grading process (grader.integrity): the hidden tests'
+inputs do not depend on what else the process imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from grader.integrity import FIXED_INPUTS
+
+#: A derandomised hidden test as the chapters write them: it records what hypothesis drew. Run
+#: once, then again after the process imported a module of the learner's own, whose constants
+#: hypothesis's "local constants" pool would take in.
+PROGRAM = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+{prelude}
+from hypothesis import given, settings, strategies as st
+
+def draws():
+    seen = []
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(st.integers(1, 100_000), st.floats(-10, 10, allow_nan=False), st.text(max_size=8))
+    def test(n, x, s):
+        seen.append((n, x, s))
+    test()
+    return seen
+
+before = draws()
+import learner_tools  # written with %%writefile by the learner
+after = draws()
+print("same" if before == after else "different")
+'''
+
+LEARNER_MODULE = '''"""Settings I used while working on the exercises."""
+SIZES = [3, 7, 11, 250, 4096, 100000, 65536, 1234, 777]
+SCALES = [0.125, 2.5, -3.75, 1e-3, 9.5]
+NAMES = ["batch", "hidden", "logits"]
+'''
+
+
+def _run(tmp_path, prelude: str) -> str:
+    (tmp_path / "learner_tools.py").write_text(LEARNER_MODULE)
+    program = PROGRAM.format(prelude=prelude)
+    out = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_a_module_the_learner_wrote_and_imported_leaves_the_hidden_inputs_as_they_were(tmp_path):
+    assert _run(tmp_path, FIXED_INPUTS) == "same"
+
+
+def test_without_the_fixed_inputs_such_a_module_changes_what_hypothesis_draws(tmp_path):
+    """The hazard the fixed inputs remove, shown on the installed hypothesis (which has the pool)."""
+    from hypothesis.internal.conjecture import providers
+
+    assert hasattr(providers, "_get_local_constants"), "this hypothesis has no local-constants pool"
+    assert _run(tmp_path, "") == "different"
