@@ -182,12 +182,18 @@ import ctypes, glob, os
 libc = ctypes.CDLL(None, use_errno=True)
 ESCAPED = glob.glob('/dev/shm/{mark}*') + glob.glob('/tmp/{mark}*') + glob.glob('/dev/{mark}*')
 ESCAPED += ['sysv shm'] if libc.shmget(0xC0FFEE, 0, 0) >= 0 else []
+# the kernel's keyrings: a user's keyring outlives its processes (add_key 248, keyctl 250)
+for ring in (-4, -5, -3):  # user, user session, session
+    if libc.syscall(250, 10, ring, b"user", b"{mark}", 0) >= 0:  # KEYCTL_SEARCH
+        ESCAPED.append(f'key in keyring {{ring}}')
 for path in ('/dev/shm/{mark}', '/tmp/{mark}', '/dev/{mark}'):
     try:
         open(path, 'w').write('left behind')
     except OSError:
         pass
 libc.shmget(0xC0FFEE, 2**20, 0o1666)
+for ring in (-4, -5, -3):
+    libc.syscall(248, b"user", b"{mark}", b"left behind", 11, ring)  # add_key
 """ for k in (1, 2, 3, 4)},
     # -- resources -----------------------------------------------------------------------------------
     "memory_split": """

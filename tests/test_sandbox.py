@@ -141,7 +141,7 @@ def test_the_gradebook_url_comes_from_a_file_or_the_environment_and_leaves_it(tm
 def test_the_isolation_line_says_what_holds():
     line = isolation_summary()
     if bubblewrap_works():
-        assert "pid" in line and "user" in line and "uid 1000" in line
+        assert "pid" in line and "user" in line and "uid 1000" in line and "no keyrings" in line
     else:
         assert line.startswith("NO sandbox")
     assert ("cgroup v" in line) or ("NO cgroup" in line)

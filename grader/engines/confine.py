@@ -1,8 +1,10 @@
-"""``python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... -- CMD...``: run CMD confined.
+"""``python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...``: run CMD confined.
 
 Run outside the sandbox, in front of bubblewrap: joins the submission's cgroup(s) (writes its
 own pid to each ``cgroup.procs`` given), so that everything CMD starts is counted and capped
-together, sets the per-process limits (address space, no core dumps) and ``exec``-s CMD.
+together, sets the per-process limits (address space, no core dumps) and ``exec``-s CMD. With
+``--seccomp``, CMD is bubblewrap and gets ``--seccomp FD``: an inherited file holding
+:func:`grader.engines.seccomp.keyring_filter`.
 
 ``python -m grader.engines.confine --kernel ARGS...`` is the other end, inside the sandbox: it makes the
 kernel process not dumpable (no other process of the sandbox can read its memory through
@@ -37,6 +39,16 @@ def not_dumpable() -> None:
         pass
 
 
+def _filter_fd() -> int:
+    """An inheritable file descriptor holding the sandbox's seccomp filter, read from its start."""
+    from grader.engines.seccomp import keyring_filter
+
+    fd = os.memfd_create("course-seccomp", 0)  # no MFD_CLOEXEC: bubblewrap reads it after exec
+    os.write(fd, keyring_filter())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--kernel"]:
         import runpy
@@ -50,7 +62,7 @@ def main(argv: list[str]) -> None:
         sys.argv = ["ipykernel_launcher", *argv[1:]]
         runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
         return
-    memory_mb, cgroups, data_only = None, [], False
+    memory_mb, cgroups, data_only, seccomp = None, [], False, False
     while argv and argv[0] != "--":
         opt = argv.pop(0)
         if opt == "--memory-mb":
@@ -59,11 +71,15 @@ def main(argv: list[str]) -> None:
             data_only = True
         elif opt == "--cgroup":
             cgroups.append(argv.pop(0))
+        elif opt == "--seccomp":
+            seccomp = True
         else:
             raise SystemExit(f"grader.engines.confine: unknown option {opt}")
     cmd = argv[1:]
     if not cmd:
-        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... -- CMD...")
+        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...")
+    if seccomp:
+        cmd = [cmd[0], "--seccomp", str(_filter_fd()), *cmd[1:]]
     for procs in cgroups:  # before anything runs: every later process is counted
         try:
             with open(procs, "w") as f:

@@ -7,7 +7,8 @@ What a sandboxed process gets (see :meth:`Sandbox.wrap`):
   a nested user namespace (where it would have some), its own pid
   namespace (it sees and signals nothing outside; when the sandbox ends everything in it
   dies), its own IPC, UTS and network namespaces (no network, no abstract Unix sockets of
-  the host), a new session (no terminal injection), killed when the grader dies;
+  the host), a new session (no terminal injection), killed when the grader dies, and no
+  kernel keyrings (a seccomp filter, :mod:`grader.engines.seccomp`);
 - a root filesystem assembled from read-only binds of ``/usr`` (and the ``/bin``-style
   links to it), a few files of ``/etc``, the interpreter's prefix, the virtualenv and the
   ``course_utils`` and ``grader`` package folders -- never ``/``, the repository root or its
@@ -95,7 +96,7 @@ class Sandbox:
                 launcher += ["--cgroup", procs]
         if not (self.isolate and bubblewrap_works()):
             return [*launcher, "--", *cmd]
-        return [*launcher, "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices), *cmd]
+        return [*launcher, "--seccomp", "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices), *cmd]
 
 
 #: host memory a CUDA context takes on top of the learner's own: private writable memory after a
@@ -255,7 +256,9 @@ def bubblewrap_works() -> bool:
         # finds (not imports: torch would take 1-3 s) what a sandboxed kernel needs
         probe = ("import importlib.util as u, sys; "
                  "sys.exit(not all(u.find_spec(m) for m in ('course_utils', 'grader', 'torch', 'ipykernel')))")
-        done = subprocess.run([*bwrap_args(Path(work)), sys.executable, "-c", probe], capture_output=True, timeout=30)
+        # through confine, with the seccomp filter every sandbox gets
+        confine = [sys.executable, "-m", "grader.engines.confine", "--seccomp", "--"]
+        done = subprocess.run([*confine, *bwrap_args(Path(work)), sys.executable, "-c", probe], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     finally:
@@ -287,7 +290,7 @@ def isolation_summary(device: str = "cpu") -> str:
         if not torch_has_cuda():
             budget += "; torch here is a CPU build: the notebooks run on the CPU"
     if bubblewrap_works():
-        return ("bubblewrap: own user (uid 1000, no capabilities), pid, ipc, uts and network namespaces; "
+        return ("bubblewrap: own user (uid 1000, no capabilities), pid, ipc, uts and network namespaces, no keyrings; "
                 f"root filesystem of the interpreter, venv and course packages only (read-only), private /tmp "
                 f"({TMP_MB} MiB) and /dev; {budget}; wall-clock and output caps")
     return (f"NO sandbox ({bubblewrap_problem()}): submissions run as this user and can read and write what it "
