@@ -139,12 +139,32 @@ def _empty(folder: str, keep: set[str]) -> None:
         if any(k.startswith(path + os.sep) for k in keep):
             _empty(path, keep)
         elif entry.is_dir(follow_symlinks=False):
+            _open_up(path)
             shutil.rmtree(path, ignore_errors=True)
         else:
             try:
                 os.unlink(path)
             except OSError:
                 pass
+
+
+def _open_up(tree: str) -> None:
+    """Let the server (the same user as its children) write and enter every folder of ``tree``:
+    a child can lock a folder (``chmod 0``, ``chmod 0500``) that a removal could then not empty,
+    and its files would be there for the next child. Links are not followed; the child that
+    made them is dead by now, so nothing changes under the walk."""
+    try:
+        os.chmod(tree, 0o700)
+    except OSError:
+        return
+    for root, dirs, _ in os.walk(tree):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                try:
+                    os.chmod(path, 0o700)
+                except OSError:
+                    pass
 
 
 def _remove_ipc() -> None:
