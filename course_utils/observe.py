@@ -58,7 +58,14 @@ def active() -> bool:
 
 
 def begin(test: str, seed: int = 0) -> None:
-    """Start a test cell: reseed every RNG (both runs see the same inputs) and observe its start."""
+    """Start a test cell: reseed every RNG and put torch's global modes back to their defaults,
+    so that both runs build the same inputs and compute alike, and observe its start.
+
+    A learner's notebook may change those modes on the way -- ``torch.set_default_dtype(
+    torch.float64)`` for precision, anomaly detection to debug a backward, grad disabled for
+    a demo --, and its own visible tests, which build their expected values under the same
+    modes, pass. The solution's run used the defaults, so each graded test cell starts there.
+    """
     import random
 
     import numpy as np
@@ -68,6 +75,11 @@ def begin(test: str, seed: int = 0) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    torch.set_default_dtype(torch.float32)
+    torch.set_default_device(None)
+    torch.set_grad_enabled(True)
+    torch.autograd.set_detect_anomaly(False)
+    torch.set_float32_matmul_precision("highest")
     emit("begin", None)
 
 

@@ -1,5 +1,5 @@
 """A class of honest learners: perfect chapter-01 notebooks saved as real editors save them, with
-the harmless changes learners make. Every one scores full, none is noted for review, and every
+the harmless changes learners make (and two of chapter 06). Every one scores full, none is noted for review, and every
 one is a row in grades.csv, under both engines.
 
 What the editors write was measured on public notebooks (shared/FACTS.md, "Real editors'
@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow
 CH = "01_tensors"
 
 
-def perfect() -> dict:
-    return json.loads(json.dumps(samples.make_submission(CH, dict.fromkeys(samples.answer_ids(CH), samples.SOLUTION))))
+def perfect(chapter: str = CH) -> dict:
+    nb = samples.make_submission(chapter, dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION))
+    return json.loads(json.dumps(nb))
 
 
 def sort_keys(obj):
@@ -138,6 +139,15 @@ def own_module(nb):
     ]
 
 
+def global_mode(code: str):
+    """A cell right after the setup that changes one of torch's global modes for the rest of
+    the notebook (the learner's visible tests build their expected values under it too)."""
+    def change(nb):
+        nb["cells"].insert(setup_index(nb) + 1, {"cell_type": "code", "execution_count": None, "id": "mode",
+                                                 "metadata": {}, "outputs": [], "source": code})
+    return change
+
+
 STUDENTS = {
     "colab_2024": lambda nb: colab_2024(nb),
     "colab_old": lambda nb: colab_old(nb),
@@ -150,9 +160,18 @@ STUDENTS = {
     "lost_parameters_tag": lambda nb: edit(nb, lost_parameters_tag),
     "extra_cells_and_comments": lambda nb: edit(nb, extra_cells_and_comments),
     "own_module": lambda nb: edit(nb, own_module),
+    "float64_default": lambda nb: edit(nb, global_mode("torch.set_default_dtype(torch.float64)")),
     "bom": lambda nb: "\ufeff" + json.dumps(nb, indent=1),
     "José Núñez": lambda nb: json.dumps(nb, indent=1),
     "Ann Lee": lambda nb: json.dumps(nb, indent=1),
+}
+
+
+#: Learners of chapter 06, where precision and debugging a backward invite global modes.
+AUTOGRAD = "06_autograd"
+AUTOGRAD_STUDENTS = {
+    "float64_for_gradients": global_mode("torch.set_default_dtype(torch.float64)  # finite differences want it"),
+    "anomaly_detection": global_mode("torch.autograd.set_detect_anomaly(True)"),
 }
 
 
@@ -165,16 +184,22 @@ def graded(tmp_path_factory, request):
         path = subs / student / CH / name
         path.parent.mkdir(parents=True)
         path.write_text(save(nb), encoding="utf-8")
+    nb = perfect(AUTOGRAD)
+    for student, change in AUTOGRAD_STUDENTS.items():
+        path = subs / student / AUTOGRAD / project.source_notebook(AUTOGRAD).name
+        path.parent.mkdir(parents=True)
+        path.write_text(edit(nb, change), encoding="utf-8")
     work = tmp_path_factory.mktemp("work")
     reports = grade.main(subs, work, jobs=2, engine=request.param)
     export.write_grades_csv(grade.Workspace(work).default_db_url(), work / "grades.csv")
     return {(r.student, r.chapter): r for r in reports}, work
 
 
-@pytest.mark.parametrize("student", sorted(STUDENTS))
+@pytest.mark.parametrize("student", sorted(STUDENTS) + sorted(AUTOGRAD_STUDENTS))
 def test_an_honest_perfect_notebook_scores_full_and_is_not_noted(graded, student):
     reports, _ = graded
-    report = next(r for r in reports.values() if (r.name or r.student) == student)
+    chapter = AUTOGRAD if student in AUTOGRAD_STUDENTS else CH
+    report = next(r for r in reports.values() if (r.name or r.student) == student and r.chapter == chapter)
     failed = [(t["grade_id"], t["status"], t["reason"]) for t in report.tests if t["status"] != "passed"]
     assert (report.status, report.score, report.max_score) == ("graded", 100, 100), failed
     notes = [(t["grade_id"], t["note"]) for t in report.tests if t.get("note")]
@@ -185,6 +210,6 @@ def test_every_student_is_a_row_in_grades_csv(graded):
     _, work = graded
     with open(work / "grades.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == len(STUDENTS)
-    assert {r["student_name"] for r in rows} == set(STUDENTS)
-    assert all(r["total"] == r["max_total"] == "100" for r in rows), rows
+    assert len(rows) == len(STUDENTS) + len(AUTOGRAD_STUDENTS)
+    assert {r["student_name"] for r in rows} == set(STUDENTS) | set(AUTOGRAD_STUDENTS)
+    assert all(r["total"] == "100" for r in rows), rows
