@@ -24,18 +24,26 @@ except ImportError:  # the grader extra installs it; without it, the standard li
 #: 200 KB, where a regular expression takes ~1.5 ms)
 _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
 _LONG = b"0" * 19
+#: the message of the ``JSONDecodeError`` :func:`loads` raises for text nested too deeply
+TOO_DEEP = "arrays or objects nested too deeply to read"
 
 
 def loads(data: bytes | str) -> Any:
-    """``json.loads(data)``."""
+    """``json.loads(data)``, except that text nested too deeply to read is a ``JSONDecodeError``
+    too: ``json`` raises ``RecursionError`` for it, which a submission (or a child) must not be
+    able to throw through the grader."""
     if orjson is not None:
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
         if _LONG not in raw.translate(_DIGITS):
             try:
                 return orjson.loads(raw)
-            except orjson.JSONDecodeError:  # NaN, Infinity, a lone surrogate, not JSON at all
+            except orjson.JSONDecodeError:  # NaN, Infinity, a lone surrogate, too deep, not JSON at all
                 pass
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        raise json.JSONDecodeError(TOO_DEEP, text, 0) from None
 
 
 def dumps(obj: Any, *, sort_keys: bool = False, indent: bool = False) -> bytes:

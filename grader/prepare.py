@@ -43,6 +43,8 @@ def read_submission(path: Path) -> NotebookNode:
     except UnicodeDecodeError as exc:
         raise ValueError(f"the file is not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
+        if exc.msg == jsonio.TOO_DEEP:
+            raise ValueError("the file's JSON is nested too deeply to be a notebook") from None
         raise ValueError(f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise ValueError("the file is JSON but not a Jupyter notebook")

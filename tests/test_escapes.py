@@ -212,6 +212,28 @@ for folder in ('/tmp', '/dev/shm', os.path.expanduser('~'), scratch):
 for ring in (-4, -5, -3):
     libc.syscall(248, b"user", b"{mark}", b"left behind", 11, ring)  # add_key
 """ for k in (1, 2, 3, 4)},
+    "deep_reply": """
+import hashlib, hmac, json, os, socket, stat, struct, uuid
+ESCAPED = False
+deep = b'{{"a":' + b'[' * 200000 + b']' * 200000 + b'}}'  # json.loads: RecursionError
+for fd in map(int, os.listdir('/proc/self/fd')):  # a fork child's channel: one whole frame of it
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode) and socket.socket(fileno=os.dup(fd)).type == socket.SOCK_STREAM:
+            socket.socket(fileno=os.dup(fd)).sendall(struct.pack('!I', len(deep)) + deep)
+    except OSError:
+        pass
+try:  # a kernel's: a display_data message the kernel signed, with that content
+    kernel = get_ipython().kernel
+    session, parent = kernel.session, kernel.get_parent()
+    header = json.dumps(session.msg_header('display_data'), default=str).encode()
+    parts = [header, json.dumps(parent.get('header', {{}}), default=str).encode(), b'{{}}', deep]
+    signature = hmac.new(session.key, digestmod=hashlib.sha256)
+    for p in parts:
+        signature.update(p)
+    kernel.iopub_socket.send_multipart([b'display_data', b'<IDS|MSG>', signature.hexdigest().encode(), *parts])
+except Exception as exc:
+    print('no kernel channel:', type(exc).__name__)
+""",
     # -- resources -----------------------------------------------------------------------------------
     "memory_split": """
 import os, subprocess, sys, time
@@ -394,7 +416,7 @@ def test_the_attack_is_contained(batch, name):
     """Full marks: the attack found nothing to exploit (it answers wrong when it got through)."""
     r = batch["reports"][name]
     t1 = next(t for t in r.tests if t["grade_id"] == "test_ex1_double")
-    if name in ("dribble",):  # it stalls (or, in a kernel, garbles) its own channel: only its own cell is lost
+    if name in ("dribble", "deep_reply"):  # it stalls (or, in a kernel, garbles) its own channel: only its own cell is lost
         assert t1["status"] != "passed", _tests(r)
         return
     if name in ("signal_everyone",) and t1["status"] != "passed":
@@ -416,7 +438,7 @@ def test_nothing_outside_was_reached(batch):
 
 
 def test_the_batch_ends_within_its_budgets(batch):
-    # 29 submissions at 2 jobs; the dribbler is held at most cell timeout + grace + 10 s
+    # 30 submissions at 2 jobs; the dribbler is held at most cell timeout + grace + 10 s
     assert batch["elapsed"] < 400, batch["elapsed"]
 
 

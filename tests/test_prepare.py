@@ -48,6 +48,7 @@ def test_a_notebook_reads_as_nbformat_reads_it(tmp_path, kind):
     (b"\xff\xfe{", "not UTF-8"),
     (b"{\"cells\": [", "not valid JSON (line 1"),
     (b"[1, 2]", "JSON but not a Jupyter notebook"),
+    (b"{\"cells\": " + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply to be a notebook"),
     (b"{\"cells\": [], \"nbformat\": 9}", "could not be read (NBFormatError: Unsupported nbformat version 9)"),
 ])
 def test_a_broken_file_gets_one_sentence(tmp_path, content, says):

@@ -104,6 +104,26 @@ class SandboxedKernelManager(AsyncKernelManager):
             cmd = [cmd[0], "-m", "grader.engines.confine", "--kernel", *cmd[3:]]
         return self.sandbox.wrap(cmd)
 
+    # The kernel is interrupted (a cell past its timeout, and before every shutdown) by a message
+    # on its control channel. A kernel whose learner code garbled its channels, or that died,
+    # leaves that channel without a peer, and a send on it would wait forever (it hung a whole
+    # batch): it must fail at once, and the kernel is then stopped or killed as if it had
+    # ignored the interrupt.
+    def _connect_control_socket(self) -> None:
+        super()._connect_control_socket()
+        self._control_socket.sndtimeo = 0
+        self._control_socket.linger = 0
+
+    async def _async_interrupt_kernel(self) -> None:
+        import zmq
+
+        try:
+            await super()._async_interrupt_kernel()
+        except zmq.Again:
+            log.debug("the kernel's control channel took no interrupt (garbled or gone)")
+
+    interrupt_kernel = _async_interrupt_kernel
+
 
 def _has_timeout_error(cell: NotebookNode) -> bool:
     return any(
