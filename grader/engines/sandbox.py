@@ -274,7 +274,7 @@ def bubblewrap_problem() -> str:
         return ""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed: make test-deps installs it as root"
-    return "bwrap cannot create user/pid namespaces here (see the log)"
+    return "bwrap cannot build the sandbox here: user/pid namespaces or its seccomp filter refused (see the log)"
 
 
 def isolation_summary(device: str = "cpu") -> str:
