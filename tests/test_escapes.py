@@ -213,7 +213,7 @@ for ring in (-4, -5, -3):
     libc.syscall(248, b"user", b"{mark}", b"left behind", 11, ring)  # add_key
 """ for k in (1, 2, 3, 4)},
     "deep_reply": """
-import hashlib, hmac, json, os, socket, stat, struct, uuid
+import hashlib, hmac, json, os, socket, stat, struct
 ESCAPED = False
 deep = b'{{"a":' + b'[' * 200000 + b']' * 200000 + b'}}'  # json.loads: RecursionError
 for fd in map(int, os.listdir('/proc/self/fd')):  # a fork child's channel: one whole frame of it

@@ -1,6 +1,6 @@
-"""A class of honest learners: perfect chapter-01 notebooks saved as real editors save them, with
-the harmless changes learners make (and two of chapter 06). Every one scores full, none is noted for review, and every
-one is a row in grades.csv, under both engines.
+"""A class of honest learners: perfect chapter-01 notebooks (and two of chapter 06) saved as real
+editors save them, with the harmless changes learners make. Every one scores full, none is noted
+for review, and every one is a row in grades.csv, under both engines.
 
 What the editors write was measured on public notebooks (shared/FACTS.md, "Real editors'
 notebooks"): Colab (2024) keeps nbformat 4.5 and the nbgrader metadata, copies each id into
@@ -212,4 +212,5 @@ def test_every_student_is_a_row_in_grades_csv(graded):
         rows = list(csv.DictReader(f))
     assert len(rows) == len(STUDENTS) + len(AUTOGRAD_STUDENTS)
     assert {r["student_name"] for r in rows} == set(STUDENTS) | set(AUTOGRAD_STUDENTS)
-    assert all(r["total"] == "100" for r in rows), rows
+    # each submitted one chapter of the batch's two: full marks of that one, out of both
+    assert all((r["total"], r["max_total"]) == ("100", "200") for r in rows), rows
