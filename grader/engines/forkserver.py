@@ -42,11 +42,26 @@ def _prctl(option: int, value: int) -> None:
         pass
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _preload(extra: tuple[str, ...] = ()) -> object:
+def not_dumpable() -> None:
+    """Without CAP_SYS_PTRACE no other process of this user, a child included, can then read or
+    write this process's memory via /proc or ptrace (children inherit it)."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def become_server() -> None:
+    """What a server (or the zygote it is forked from) is: it dies with its parent, is not
+    dumpable, reaps what its children abandon, and exits quietly on SIGTERM."""
+    die_with_parent()
+    not_dumpable()
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # what a child starts and abandons is re-parented to us
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+
+def warm(extra: tuple[str, ...] = ()) -> object:
     """Import what the chapters import (``extra``: what this batch's chapters ask for besides), warm
     the lazy parts, and build the shell children use."""
     import importlib
@@ -193,17 +208,12 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
     """Wait for the coordinator's next connection, fork a child for it, wait for the child,
     clean up; until the coordinator closes the control channel. ``cuda``: the children use
     CUDA, so this process must never start the driver (it exits, saying why, if it did)."""
-    _die_with_parent()
-    # not dumpable (and children inherit it): without CAP_SYS_PTRACE no other process of this
-    # user, a child included, can read or write the server's or a child's memory via /proc or ptrace
-    _prctl(_PR_SET_DUMPABLE, 0)
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # what a child starts and abandons is re-parented to us
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    become_server()
     ctrl = socket.socket(fileno=ctrl_fd)
     ctrl.setblocking(True)
     if cuda:
         os.environ[NVML_CHECK] = "1"
-    shell = _preload(preload)
+    shell = warm(preload)
     if cuda:
         problem = cuda_fork_problem()
         if problem:
@@ -211,6 +221,11 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
                   file=sys.stderr)
             os._exit(3)
         del os.environ[NVML_CHECK]  # children see what a kernel sees
+    serve_children(ctrl, scratch, private, shell)
+
+
+def serve_children(ctrl: socket.socket, scratch: str, private: bool, shell) -> None:
+    """Say ready, then fork a child per connection the coordinator sends (see :func:`serve`)."""
     keep = {os.path.realpath(scratch)}
     ctrl.sendall(b"R")  # ready
     while True:
@@ -260,7 +275,7 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
 def _child(conn: socket.socket, home: str, shell) -> None:
     """Serve one submission on ``conn``, then exit (never returns)."""
     try:
-        _die_with_parent()
+        die_with_parent()
         os.setsid()  # its own process group: the server kills whatever it leaves behind
         os.chdir(home)
         os.environ.update(HOME=home, TMPDIR=home)
@@ -276,16 +291,19 @@ def _child(conn: socket.socket, home: str, shell) -> None:
     os._exit(0)
 
 
+def take_preload(args: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """The command line without ``--preload A,B``, and the modules it named."""
+    if "--preload" not in args[:-1]:
+        return args, ()
+    at = args.index("--preload")
+    return args[:at] + args[at + 2:], tuple(filter(None, args[at + 1].split(",")))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]``."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args, preload = take_preload(list(sys.argv[1:] if argv is None else argv))
     private, cuda = "--private-tmp" in args, "--cuda" in args
     args = [a for a in args if a not in ("--private-tmp", "--cuda")]
-    preload: tuple[str, ...] = ()
-    if "--preload" in args[:-1]:
-        at = args.index("--preload")
-        preload = tuple(filter(None, args[at + 1].split(",")))
-        del args[at:at + 2]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
         raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]")
     serve(int(args[1]), args[2], private, preload, cuda)

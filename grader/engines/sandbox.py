@@ -73,6 +73,8 @@ class Sandbox:
             :func:`gpu_devices`).
         data_only: ``memory_mb`` caps private writable memory rather than address space (see
             :func:`process_cap`).
+        nest: the fork engine's zygote, which makes a sandbox of its own for every server it
+            forks (see :func:`bwrap_args`, :mod:`grader.engines.zygote`).
     """
 
     workdir: Path
@@ -83,6 +85,7 @@ class Sandbox:
     budget: Budget | None = None
     devices: tuple[str, ...] = ()
     data_only: bool = False
+    nest: bool = False
 
     def wrap(self, cmd: list[str]) -> list[str]:
         """The command, wrapped in :mod:`grader.engines.confine` and, if possible, bubblewrap."""
@@ -96,7 +99,8 @@ class Sandbox:
                 launcher += ["--cgroup", procs]
         if not (self.isolate and bubblewrap_works()):
             return [*launcher, "--", *cmd]
-        return [*launcher, "--seccomp", "--", *bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices), *cmd]
+        args = bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices, nest=self.nest)
+        return [*launcher, "--seccomp", "--", *args, *cmd]
 
 
 #: host memory a CUDA context takes on top of the learner's own: private writable memory after a
@@ -151,8 +155,14 @@ def gpu_devices(device: str) -> tuple[str, ...]:
 
 
 def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] | tuple = (),
-               devices: tuple[str, ...] = ()) -> list[str]:
-    """The bubblewrap command line (up to and including ``--``) of a sandbox."""
+               devices: tuple[str, ...] = (), nest: bool = False) -> list[str]:
+    """The bubblewrap command line (up to and including ``--``) of a sandbox.
+
+    ``nest``: for the fork engine's zygote, which gives every server it forks namespaces of its
+    own (:mod:`grader.engines.zygote`): it keeps CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP
+    in the sandbox's user namespace (each server drops them before it serves), and gets the
+    host's /proc read-only at :data:`grader.engines.zygote.HOST_PROC`, which it covers before
+    it imports anything."""
     args = [
         "bwrap",
         "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
@@ -160,6 +170,8 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
         "--hostname", "sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
     ]
+    if nest:
+        args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_SETPCAP"]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in _ROOT_LINKS:
         path = "/" + name
@@ -179,6 +191,10 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
         "--proc", "/proc",
         "--size", str(TMP_MB * 2**20), "--tmpfs", "/tmp",
     ]
+    if nest:
+        from grader.engines.zygote import HOST_PROC
+
+        args += ["--ro-bind", "/proc", HOST_PROC]
     bound = needed_paths()
     for path in bound:
         args += ["--ro-bind", path, path]
@@ -246,26 +262,41 @@ def _sandbox_etc() -> str:
 # -- what works here -------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)
-def bubblewrap_works() -> bool:
-    """Whether bubblewrap can make the full sandbox here (it needs user namespaces)."""
-    exe = shutil.which("bwrap")
-    if exe is None:
-        return False
+def sandbox_level() -> str:
+    """What bubblewrap can make here: ``"nested"`` (sandboxes, and a zygote's servers with
+    namespaces of their own inside one: :mod:`grader.engines.zygote`), ``"plain"`` (sandboxes
+    only) or ``""`` (none: it needs user namespaces). Each is probed through confine, with the
+    seccomp filter every sandbox gets, by a process that finds (not imports: torch would take
+    1-3 s) what a sandboxed kernel needs."""
+    if shutil.which("bwrap") is None:
+        return ""
     work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
+    confine = [sys.executable, "-m", "grader.engines.confine", "--seccomp", "--"]
+    probe = ("import importlib.util as u, sys; "
+             "sys.exit(not all(u.find_spec(m) for m in ('course_utils', 'grader', 'torch', 'ipykernel')))")
     try:
-        # finds (not imports: torch would take 1-3 s) what a sandboxed kernel needs
-        probe = ("import importlib.util as u, sys; "
-                 "sys.exit(not all(u.find_spec(m) for m in ('course_utils', 'grader', 'torch', 'ipykernel')))")
-        # through confine, with the seccomp filter every sandbox gets
-        confine = [sys.executable, "-m", "grader.engines.confine", "--seccomp", "--"]
+        scratch = os.path.join(work, "s0")
+        os.mkdir(scratch)
+        nested = [*confine, *bwrap_args(Path(work), nest=True), sys.executable, "-m", "grader.engines.zygote", "--probe", scratch]
+        done = subprocess.run(nested, capture_output=True, timeout=30)
+        if done.returncode == 0:
+            return "nested"
+        log.info("fork servers each get a sandbox of their own (no nested namespaces here): %s",
+                 done.stderr.decode(errors="replace").strip()[-300:])
         done = subprocess.run([*confine, *bwrap_args(Path(work)), sys.executable, "-c", probe], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return False
+        return ""
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if done.returncode != 0:
         log.warning("bubblewrap is installed but cannot sandbox here: %s", done.stderr.decode(errors="replace").strip())
-    return done.returncode == 0
+        return ""
+    return "plain"
+
+
+def bubblewrap_works() -> bool:
+    """Whether bubblewrap can make the full sandbox here (it needs user namespaces)."""
+    return sandbox_level() != ""
 
 
 def bubblewrap_problem() -> str:
