@@ -7,8 +7,9 @@ bubblewrap sandbox (:func:`grader.engines.sandbox.bwrap_args` with ``nest=True``
 three capabilities in the sandbox's own user namespace (never on the host) and the host's
 ``/proc`` read-only at :data:`HOST_PROC`: the kernel lets a process mount a new ``/proc`` only
 where a wholly visible one exists. Its first act is a mount namespace of its own in which a
-read-only tmpfs covers that folder, so nothing after that sees the host's processes. Then it
-imports and warms what a server needs (:func:`grader.engines.forkserver.warm`) and waits.
+read-only tmpfs covers that folder, so nothing after that sees the host's processes (it has
+imported nothing of its own yet). Then it imports and warms what a server needs
+(:func:`grader.engines.forkserver.warm`) and waits.
 
 Each server asked for (one end of a socketpair only the coordinator holds the other end of, and
 the name of its folder) is forked, sends the coordinator a pidfd of itself, and, nested:
@@ -20,9 +21,11 @@ the name of its folder) is forked, sends the coordinator a pidfd of itself, and,
 - drops every capability, the bounding set's included, and checks that none is left;
 - serves as any fork server does (:func:`grader.engines.forkserver.serve_children`).
 
-So the servers of a batch share one import of torch, and nothing else: each is as confined
-as one started in a bubblewrap sandbox of its own. The zygote never runs learner code and
-holds no server's channel once it has forked it.
+So the servers of a batch share one import of torch, and nothing else: each has what a server
+in a bubblewrap sandbox of its own has, with a read-only ``/proc``, and with its own mounts held
+by the capabilities it no longer has rather than also locked by a user namespace of their own
+(the README's isolation section). The zygote never runs learner code and holds no server's
+channel once it has forked it.
 """
 
 from __future__ import annotations
@@ -188,11 +191,11 @@ def _fork_server(ctrl: socket.socket, fd: int, scratch: str, nested: bool, shell
 
 def run(ctrl_fd: int, workdir: str, nested: bool, preload: tuple[str, ...] = ()) -> None:
     """Cover the host's /proc, import and warm once, then fork a server per request."""
+    if nested:
+        cover_host_proc()  # first of all
     from grader.engines import forkserver
 
     forkserver.become_server()
-    if nested:
-        cover_host_proc()
     shell = forkserver.warm(preload)
     ctrl = socket.socket(fileno=ctrl_fd)
     ctrl.setblocking(True)
