@@ -59,6 +59,30 @@ for pid in os.listdir('/proc'):
             except OSError:
                 pass
 """,
+    "host_proc": """
+import ctypes, os
+ESCAPED = []
+for line in open('/proc/self/mountinfo'):  # every /proc mounted here, the covered ones too
+    fields = line.split()
+    point, fstype = fields[4], fields[fields.index('-') + 1]
+    if fstype != 'proc':
+        continue
+    try:
+        pids = [p for p in os.listdir(point) if p.isdigit()]
+    except OSError:
+        continue
+    for pid in pids:
+        try:
+            if b'pytest' in open(os.path.join(point, pid, 'cmdline'), 'rb').read():
+                ESCAPED.append(point)
+                break
+        except OSError:
+            pass
+libc = ctypes.CDLL(None, use_errno=True)
+for point in ('/run', '/run/course-hostproc', '/proc', '/tmp'):
+    if libc.umount2(point.encode(), 2) == 0:  # MNT_DETACH
+        ESCAPED.append('unmounted ' + point)
+""",
     "nested_userns": """
 import ctypes
 ESCAPED = ctypes.CDLL(None, use_errno=True).unshare(0x10000000) == 0  # CLONE_NEWUSER: caps inside
@@ -111,6 +135,26 @@ for d in ({repo!r} + '/course_utils', {repo!r} + '/grader', {repo!r}, {tmp!r}, {
 import os, glob
 own = os.path.dirname(os.environ['HOME'])
 ESCAPED = [p for p in glob.glob('/tmp/**/kernel-*.json', recursive=True) if not p.startswith(own + '/')]
+""",
+    "other_servers": """
+import os, re
+ESCAPED = []
+here = os.path.realpath(os.getcwd())
+ancestors = set()
+path = here
+while path != '/':
+    ancestors.add(path)
+    path = os.path.dirname(path)
+for folder in sorted(ancestors):
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        continue
+    for name in names:  # another fork server's folder, or a log of the grader's
+        full = os.path.join(folder, name)
+        if full not in ancestors and (re.fullmatch('s[0-9a-f]{{12}}|scratch|k[0-9a-f]{{12}}', name)
+                                      or name.endswith('.log')):
+            ESCAPED.append(full)
 """,
     "signal_everyone": """
 import os, signal
