@@ -166,3 +166,14 @@ def _alive_with_env(marker: str, wait: float) -> bool:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
+
+
+def test_a_zygote_with_a_lent_server_outlives_another_batchs_first_server():
+    """A long-lived process (a Dask worker) stops what another batch started once it is idle:
+    never the zygote of a server that is still lent."""
+    first = dataclasses.replace(OPTIONS, preload=["xml.dom.minidom"])
+    with forkpool.lease(first) as held:
+        held.server.wait_ready()
+        assert text(run("6 * 7").nb.cells[0]) == "[execute_result]42"  # other options: evicts the rest
+        assert held.server.alive() and held.server.healthy()
+    forkpool.shutdown()

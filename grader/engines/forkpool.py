@@ -36,17 +36,19 @@ _zygotes: dict[tuple, Zygote] = {}
 
 
 def _evict_others(key: tuple) -> None:
-    """Stop idle servers started for other options (another batch's folders): a long-lived
-    process, such as a Dask worker, keeps only the servers it can use."""
+    """Stop idle servers started for other options (another batch's folders), and their zygotes
+    once no server of theirs is lent: a long-lived process, such as a Dask worker, keeps only
+    the servers it can use."""
     with _lock:
         stale = [s for k, pool in _idle.items() if k != key for s in pool]
         for k in [k for k in _idle if k != key]:
             del _idle[k]
         for server in stale:
             _servers.remove(server)
-        old = [z for k, z in _zygotes.items() if k != key]
-        for k in [k for k in _zygotes if k != key]:
-            del _zygotes[k]
+        lent = {id(getattr(s, "zygote", None)) for s in _servers}
+        old = [z for k, z in _zygotes.items() if k != key and id(z) not in lent]
+        for zygote in old:
+            del _zygotes[zygote.key]
     for server in stale:
         server.close()
     for zygote in old:
