@@ -177,3 +177,27 @@ def test_a_zygote_with_a_lent_server_outlives_another_batchs_first_server():
         assert text(run("6 * 7").nb.cells[0]) == "[execute_result]42"  # other options: evicts the rest
         assert held.server.alive() and held.server.healthy()
     forkpool.shutdown()
+
+
+@nested
+def test_a_zygote_whose_server_fails_to_start_hands_over_to_servers_of_their_own(monkeypatch, caplog):
+    """A server that cannot make its namespaces exits before it serves; the submission gets a
+    server in a sandbox of its own, and so does every later one of that zygote's batch."""
+    forkpool.shutdown()
+    real = forkstart.Zygote.fork_server
+
+    def folder_gone(zygote, theirs):  # the server cannot bind its folder: isolate() fails
+        scratch = real(zygote, theirs)
+        os.rmdir(scratch)
+        return scratch
+
+    monkeypatch.setattr(forkstart.Zygote, "fork_server", folder_gone)
+    try:
+        with caplog.at_level("WARNING"):
+            ex = run("6 * 7")
+            assert text(ex.nb.cells[0]) == "[execute_result]42" and ex.error is None
+            with forkpool.lease(OPTIONS) as held:
+                assert type(held.server) is forkstart.Server
+        assert any("did not start" in r.getMessage() for r in caplog.records)
+    finally:
+        forkpool.shutdown()
