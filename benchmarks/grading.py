@@ -7,13 +7,15 @@ answer, in turn) is graded three times, side by side in one run:
 2. ``course grade --engine kernel --jobs J`` (a Jupyter kernel per submission);
 3. ``course grade --engine fork --jobs J`` (a warm interpreter forks a child per submission);
 4. the same again with ``--force`` in that workspace: the solution's reference run is cached
-   there, as in an instructor's second batch of the same chapter.
+   there, as in an instructor's second batch of the same chapter;
+5. ``course grade --engine fork`` with ``COURSE_FORK_ZYGOTE=0``: every server started in a
+   sandbox of its own and importing torch itself, as before the zygote (``fork-own``).
 
 Each is timed as a whole command, start-up included, and the script prints seconds per
 submission and each engine's throughput relative to nbgrader. Not a timed test: the machine
 is shared and noisy, so compare the figures of one run with each other.
 
-    python benchmarks/grading.py [--students 40] [--jobs 2] [--only nbgrader,kernel,fork,fork-again] [--keep DIR]
+    python benchmarks/grading.py [--students 40] [--jobs 2] [--only nbgrader,kernel,fork,fork-again,fork-own] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -108,17 +110,18 @@ def run_nbgrader(subs: Path, work: Path) -> float:
     return seconds
 
 
-def run_course(subs: Path, work: Path, engine: str, jobs: int, again: bool = False) -> tuple[float, dict[str, float]]:
+def run_course(subs: Path, work: Path, engine: str, jobs: int, again: bool = False,
+               env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
     """``course grade --engine ENGINE --jobs J``; returns its seconds and the scores.
 
     ``again``: re-grade everything (``--force``) in the workspace of the first run, where the
-    solution's reference run is cached.
+    solution's reference run is cached. ``env``: variables set for it.
     """
     out = work / engine
     cmd = [str(BIN / "course"), "grade", str(subs), "--workdir", str(out), "--engine", engine, "--jobs", str(jobs)]
     cmd += ["--force"] if again else []
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=tools_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, env={**tools_env(), **(env or {})}, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"course grade --engine {engine} failed:\n{done.stderr[-3000:]}")
@@ -133,8 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=40, help="submissions in the batch (default 40)")
     parser.add_argument("--jobs", type=int, default=2, help="--jobs of course grade (default 2)")
-    parser.add_argument("--only", default="nbgrader,kernel,fork,fork-again",
-                        help="comma-separated subset to run (fork-again: fork once more, reference cached)")
+    parser.add_argument("--only", default="nbgrader,kernel,fork,fork-again,fork-own",
+                        help="comma-separated subset to run (fork-again: fork once more, reference cached; "
+                             "fork-own: fork with a sandbox per server, no zygote)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the batch and workspaces in this folder")
     args = parser.parse_args(argv)
     which = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -157,6 +161,9 @@ def main(argv: list[str] | None = None) -> None:
             if what == "nbgrader":
                 seconds = run_nbgrader(subs, work)
                 label = "nbgrader autograde (serial)"
+            elif what == "fork-own":
+                seconds, grades[what] = run_course(subs, work, "fork", args.jobs, env={"COURSE_FORK_ZYGOTE": "0"})
+                label = "course grade --engine fork, a sandbox per server (no zygote)"
             elif what.endswith("-again"):
                 engine = what.removesuffix("-again")
                 seconds, _ = run_course(subs, work, engine, args.jobs, again=True)
@@ -172,15 +179,16 @@ def main(argv: list[str] | None = None) -> None:
         for _what, label, seconds in rows:
             ratio = f"{base / seconds:.2f}x" if base else "-"
             print(f"{label:{width}} {seconds:8.1f} {seconds / n:13.3f} {ratio:>23}")
-        if len(grades) == 2:
-            a, b = grades.values()
-            same = sum(a.get(s) == b.get(s) for s in kinds)
-            print(f"\nengines agree on {same}/{n} submissions (status, score and every test's status)")
-            if same != n:
-                for s in kinds:
-                    if a.get(s) != b.get(s):
-                        print(f"  {s}: {a.get(s)} != {b.get(s)}")
-                raise SystemExit(1)
+        if len(grades) >= 2:
+            (first, a), *others = grades.items()
+            for other, b in others:
+                same = sum(a.get(s) == b.get(s) for s in kinds)
+                print(f"\n{first} and {other} agree on {same}/{n} submissions (status, score and every test's status)")
+                if same != n:
+                    for s in kinds:
+                        if a.get(s) != b.get(s):
+                            print(f"  {s}: {a.get(s)} != {b.get(s)}")
+                    raise SystemExit(1)
     finally:
         if args.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

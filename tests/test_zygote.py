@@ -201,3 +201,11 @@ def test_a_zygote_whose_server_fails_to_start_hands_over_to_servers_of_their_own
         assert any("did not start" in r.getMessage() for r in caplog.records)
     finally:
         forkpool.shutdown()
+
+
+def test_course_fork_zygote_0_starts_every_server_in_a_sandbox_of_its_own(monkeypatch):
+    """What ``make bench`` compares the zygote with (``fork-own``)."""
+    monkeypatch.setenv("COURSE_FORK_ZYGOTE", "0")
+    assert not forkstart.zygote_serves(OPTIONS)
+    monkeypatch.delenv("COURSE_FORK_ZYGOTE")
+    assert forkstart.zygote_serves(OPTIONS) == (not sandbox.bubblewrap_works() or sandbox.sandbox_level() == "nested")

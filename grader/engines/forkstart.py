@@ -255,8 +255,9 @@ class Zygote(_Started):
 
 def zygote_serves(options: ExecOptions) -> bool:
     """Whether servers for ``options`` are forked from a zygote: not for CUDA (a server's own
-    sandbox, as before), and in a sandbox only where the servers can have namespaces of their own."""
-    if options.device == "cuda":
+    sandbox, as before), not with ``COURSE_FORK_ZYGOTE=0`` in the environment (a sandbox per server,
+    for comparison), and in a sandbox only where the servers can have namespaces of their own."""
+    if options.device == "cuda" or os.environ.get("COURSE_FORK_ZYGOTE") == "0":
         return False
     return not (options.isolate and bubblewrap_works()) or sandbox_level() == "nested"
 
