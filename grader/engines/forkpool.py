@@ -45,7 +45,7 @@ def _evict_others(key: tuple) -> None:
             del _idle[k]
         for server in stale:
             _servers.remove(server)
-        lent = {id(getattr(s, "zygote", None)) for s in _servers}
+        lent = {id(s.zygote) for s in _servers}
         old = [z for k, z in _zygotes.items() if k != key and id(z) not in lent]
         for zygote in old:
             del _zygotes[zygote.key]
@@ -61,12 +61,11 @@ def _new_server(options: ExecOptions) -> Server:
     server = None
     if zygote_serves(options):
         with _lock:
-            zygote = dead = _zygotes.get(key)
-            if zygote is None or not zygote.alive():
+            zygote = _zygotes.get(key)
+            dead = zygote if zygote is not None and not zygote.alive() else None
+            if zygote is None or dead is not None:
                 zygote = _zygotes[key] = Zygote(options)
-            else:
-                dead = None
-        if dead is not None:
+        if dead is not None:  # killed (the OOM killer): its folder and budget go too
             dead.close()
         if not zygote.broken:
             try:

@@ -118,6 +118,7 @@ class Server(_Started):
     """A running fork server, its private folders and the control channel only we hold."""
 
     pidfd: int | None = None
+    zygote: Zygote | None = None  # the one it was forked from
 
     def __init__(self, options: ExecOptions):
         self.key = server_key(options)
@@ -193,12 +194,11 @@ class Server(_Started):
             except OSError:
                 return False
 
+
 def server_key(options: ExecOptions) -> tuple:
     """What a server is started with: children of one server differ only in timeout and memory cap."""
     return (options.device, options.isolate, tuple(sorted(options.hide)), tuple(sorted(options.extra_env.items())),
             tuple(sorted(set(options.preload))))
-
-
 
 
 _launcher_lock = threading.Lock()
@@ -250,7 +250,6 @@ class Zygote(_Started):
             except OSError as exc:
                 raise StartError(f"the fork engine's zygote is gone: {self.log_tail()}") from exc
         return scratch
-
 
 
 def zygote_serves(options: ExecOptions) -> bool:

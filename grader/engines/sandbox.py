@@ -261,6 +261,10 @@ def _sandbox_etc() -> str:
 
 # -- what works here -------------------------------------------------------------------------
 
+#: what a sandboxed kernel or server needs to find (the probes find them, not import them)
+NEEDED_MODULES = ("course_utils", "grader", "torch", "ipykernel")
+
+
 @lru_cache(maxsize=1)
 def sandbox_level() -> str:
     """What bubblewrap can make here: ``"nested"`` (sandboxes, and a zygote's servers with
@@ -272,8 +276,7 @@ def sandbox_level() -> str:
         return ""
     work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
     confine = [sys.executable, "-m", "grader.engines.confine", "--seccomp", "--"]
-    probe = ("import importlib.util as u, sys; "
-             "sys.exit(not all(u.find_spec(m) for m in ('course_utils', 'grader', 'torch', 'ipykernel')))")
+    probe = f"import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in {NEEDED_MODULES!r}))"
     try:
         scratch = os.path.join(work, "s0")
         os.mkdir(scratch)

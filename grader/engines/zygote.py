@@ -68,8 +68,7 @@ def _enc(text: str | None) -> bytes | None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = _enc
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+    _check(_libc.mount(_enc(source), _enc(target), _enc(fstype), ctypes.c_ulong(flags), _enc(data)), f"mount {target}")
 
 
 def _unshare(flags: int) -> None:
@@ -220,7 +219,9 @@ def probe(scratch: str) -> None:
     :func:`isolate` works (run inside a probing sandbox, see :func:`grader.engines.sandbox.sandbox_level`)."""
     import importlib.util
 
-    if not all(importlib.util.find_spec(m) for m in ("course_utils", "grader", "torch", "ipykernel")):
+    from grader.engines.sandbox import NEEDED_MODULES
+
+    if not all(importlib.util.find_spec(m) for m in NEEDED_MODULES):
         sys.exit(2)
     cover_host_proc()
     _unshare(_SERVER_NS)
