@@ -33,12 +33,14 @@ def _answer_error(fn, *args, **kwargs) -> str | None:
 _BY_VALUE = ("begin", "end", "phase", "tensor", "value", "shape", "raises")
 
 
-def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
+def compare(got: dict, ref: dict, asserts: dict[int, Message], *, hidden: bool = False) -> str | None:
     """None when the learner's observation ``got`` matches the reference's ``ref``, else why not.
 
     An answer that sends the very data the solution's run sent at this check gets the verdict
     worked out once for that data (see :class:`grader.expectations.Known`); any other answer is
-    decoded and compared.
+    decoded and compared. On a ``hidden`` input the reason says what differs -- the kind, shape,
+    dtype or device, how many values and where, the learner's own value -- and never the
+    solution's value: hidden inputs repeat across submissions, so a value shown is an answer given.
     """
     kind = ref["kind"]
     if not isinstance(got, dict) or got.get("kind") != kind or got.get("line") != ref.get("line"):
@@ -46,9 +48,13 @@ def compare(got: dict, ref: dict, asserts: dict[int, Message]) -> str | None:
     exp = expectations.of(ref)
     data = got.get("actual")
     known = exp.own_answer(_own_answer)
-    if known is not None and known.matches(data):
+    if known is not None and known.matches(data) and (known.verdict is None or not hidden):
         return known.verdict
-    return _compare(decode(data), exp, got, asserts)
+    actual = decode(data)
+    why = _compare(actual, exp, got, asserts)
+    if why is None or not hidden:
+        return why
+    return _hidden(actual, exp, why)
 
 
 def _own_answer(exp: Expectation) -> Known | None:
@@ -100,6 +106,79 @@ def _compare(actual: Any, exp: Expectation, got: dict, asserts: dict[int, Messag
     return "the test sent an observation of an unknown kind"
 
 
+def _hidden(actual: Any, exp: Expectation, why: str) -> str:
+    """``why`` rewritten for a hidden input: everything it says but the solution's value."""
+    kind, name = exp.ref["kind"], exp.param("name", "your answer")
+    expected = exp.expected() if kind in ("tensor", "value") else None
+    if kind == "raises":
+        wanted = " or ".join(t.rsplit(".", 1)[-1] for t in exp.param("types", [])) or "an error"
+        return why if "does not match" not in why else f"{wanted} was raised as expected, but not with the message expected."
+    if kind == "tensor" or isinstance(expected, torch.Tensor):
+        return _hidden_tensor(actual, expected, name, why)
+    if kind == "value":
+        return _hidden_value(actual, expected, name, exp.param("rel_tol", 1e-6), exp.param("abs_tol", 1e-9)) or why
+    return why
+
+
+def _hidden_tensor(actual: Any, expected: Any, name: str, why: str) -> str:
+    if isinstance(actual, Elsewhere):
+        actual = actual.tensor
+    if isinstance(expected, Elsewhere):
+        expected = expected.tensor
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or "values differ" not in why:
+        return why  # its kind, shape, dtype or device differs: the reason names no value
+    a, e = actual.detach().cpu(), expected.detach().cpu()
+    try:
+        ok = torch.isclose(a, e, equal_nan=True) if a.is_floating_point() or a.is_complex() else a == e
+        bad = torch.nonzero(~ok)
+    except Exception:  # values the grader cannot line up: say no more than that they differ
+        return f"{name} has the right shape, dtype and device, but its values differ from the solution's on this hidden input."
+    if not len(bad):
+        return f"{name} has the right shape, dtype and device, but some values are not within the tolerance."
+    first = tuple(int(i) for i in bad[0]) if a.ndim else ()
+    where = f" at index {checks._index_str(first)}" if a.ndim else ""
+    return (f"{name} has the right shape, dtype and device, but {len(bad)} of {a.numel()} values differ from the"
+            f" solution's on this hidden input. First difference{where}: yours is {_short(a[first].item())}.")
+
+
+def _kind_of(value: Any) -> str:
+    """What sort of value ``value`` is, without the value."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}"
+    if value is None:
+        return "None"
+    kind = checks._tensor_type(value).__name__
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
+def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol: float) -> str | None:
+    """The first difference between ``actual`` and ``expected``, told without ``expected``'s value."""
+    if _answer_error(checks.check_value, actual, expected, name=name, rel_tol=rel_tol, abs_tol=abs_tol) is None:
+        return None
+    if isinstance(expected, tuple | list | torch.Size) and isinstance(actual, tuple | list | torch.Size):
+        if len(actual) != len(expected):
+            return f"{name} has {len(actual)} items but expected {len(expected)}."
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            why = _hidden_value(a, e, f"item {i} of {name}", rel_tol, abs_tol)
+            if why is not None:
+                return why
+        return f"{name} differs from the solution's value on this hidden input."
+    if isinstance(expected, torch.Tensor):
+        why = _answer_error(checks.check_tensor, actual, expected, name=name)
+        return _hidden_tensor(actual, expected, name, why or "")
+    same_sort = (checks._tensor_type(actual) is checks._tensor_type(expected)
+                 or (isinstance(expected, float) and checks._tensor_type(actual) is int))
+    if not same_sort:
+        return f"{name} should be {_kind_of(expected)}, but it is {_kind_of(actual)}."
+    return f"{name} is {_short(actual)}, which is not the solution's value on this hidden input."
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A learner's value as a reason quotes it: its repr, capped."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _arrays(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol: float) -> str | None:
     """NumPy arrays compared as check_tensor compares tensors: kind, shape, dtype, then values."""
     if not isinstance(actual, np.ndarray):
@@ -136,11 +215,24 @@ def _raised(actual: Any, types: list[str], match: str | None) -> str | None:
     if actual.type is None:
         return f"expected {wanted} to be raised, but the code ran without error."
     if not set(types) & set(actual.mro):
-        got = actual.type.rsplit(".", 1)[-1] if IDENT.match(actual.type) else "another error"
-        return f"expected {wanted} to be raised, but the code raised {got}."
+        return f"expected {wanted} to be raised, but the code raised {exception_name(actual.type)}."
     if match is not None and not re.search(match, actual.message):
         return f"{wanted} was raised as expected, but its message does not match {match!r}."
     return None
+
+
+#: Modules whose exception classes a reason may name: Python's and the libraries' a chapter uses.
+LIBRARIES = ("builtins", "torch", "numpy", "course_utils", "IPython", "math", "json", "re")
+
+
+def exception_name(qualified: str) -> str:
+    """How a reason names the exception class ``module.Class`` the learner's code raised: by its
+    name when Python or a library defines it, else without it (a class the notebook defined can
+    carry any text in its name)."""
+    module, _, name = str(qualified).rpartition(".")
+    if IDENT.match(str(qualified)) and module.split(".")[0] in LIBRARIES and len(name) <= 40:
+        return name
+    return "an exception of a class defined in the notebook"
 
 
 def site_message(obs: dict, asserts: dict[int, Message]) -> str:
@@ -166,11 +258,19 @@ def site_message(obs: dict, asserts: dict[int, Message]) -> str:
 def _plain(value: Any, visible: str) -> str:
     """A value as a test message shows it, or "…" when it could carry text from the process."""
     if value is None or type(value) in (bool, int, float) or isinstance(value, torch.dtype | torch.device):
-        return str(value)
+        return _capped(str(value))
     if isinstance(value, torch.Size | tuple | list) and all(type(v) in (int, bool) for v in value):
-        return str(tuple(value)) if not isinstance(value, list) else str(value)
+        return _capped(str(tuple(value)) if not isinstance(value, list) else str(value))
     if type(value) is str:
         return value if value and value in visible else "…"
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}"
+        return _capped(f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}")
     return "…"
+
+
+#: Characters of a value the learner's process sent that a reason may quote.
+MAX_QUOTED = 60
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 1] + "…"

@@ -55,6 +55,7 @@ def run_one(payload: tuple) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
         "tampered": {str(k): v for k, v in execution.tampered.items()},
         "restarts": execution.restarts,
         "error": execution.error,
+        "cell_timeout": options.get("cell_timeout"),
     }
     return execution.nb, info
 

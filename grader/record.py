@@ -7,6 +7,7 @@ that no worker and no learner process decides a point, and writes what it decide
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -22,6 +23,12 @@ from grader.intake import Submission
 from grader.scores import Scores
 from grader.verdict import NO_REFERENCE, PASSED, TestResult, score
 from grader.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+#: Packages whose exceptions a reason may name by type (a learner's own class is never named).
+LIBRARIES = frozenset({"builtins", "binascii", "json", "zlib", "sqlite3", "numpy", "torch", "nbformat", "jsonschema",
+                       "sqlalchemy", "nbgrader", "nbclient", "jupyter_client", "zmq", "orjson", "grader"})
 
 
 @dataclass
@@ -48,14 +55,40 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)  # atomic: a killed run never leaves half a result
 
 
+def error_name(exc: BaseException) -> str:
+    """``exc``'s type name where a builtin or a library defines it, else "an unexpected error"."""
+    kind = type(exc)
+    if str(getattr(kind, "__module__", "")).split(".")[0] in LIBRARIES:
+        return kind.__name__
+    return "an unexpected error"
+
+
+def failed(sub: Submission, source: Path, message: str, reason: str = "grading failed") -> Report:
+    """The "error" report of a submission the grader could not score: every test not run, for ``reason``."""
+    report = Report(sub.student, sub.chapter, "error", message=message, name=sub.name, late=sub.late)
+    report.tests = [TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in _test_points(source).items()]
+    return report
+
+
 def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple) -> Report:
-    """Score an executed submission here, in the coordinator (recorded by a :class:`Recorder`)."""
+    """Score an executed submission here, in the coordinator (recorded by a :class:`Recorder`).
+
+    Whatever the submission made the grader meet on the way (an observation nothing decodes, an
+    output of the wrong type), it costs this submission an "error" report, never the batch: the
+    report says so in the grader's words, and the log has the traceback.
+    """
     if isinstance(outcome, Exception):
-        report = Report(sub.student, sub.chapter, "error", message=f"grading failed: {type(outcome).__name__}: {outcome}",
-                        name=sub.name)
-        tests = [TestResult(g, 0.0, m, "not run", "grading failed") for g, m in _test_points(source).items()]
-        report.tests = [t.to_dict() for t in tests]
-        return report
+        log.error("executing %s failed: %s: %s", sub.key, type(outcome).__name__, outcome)
+        return failed(sub, source, f"grading failed ({error_name(outcome)}); see the grader's log")
+    try:
+        return _scored(ws, sub, outcome, source, judged)
+    except Exception as exc:  # noqa: BLE001 -- one submission never stops the batch
+        log.exception("scoring %s failed", sub.key)
+        return failed(sub, source, f"the grader could not score this submission ({error_name(exc)}); "
+                      "see the grader's log", "not scored: the grader failed on this submission")
+
+
+def _scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple) -> Report:
     nb, info = outcome
     out = ws.autograded / sub.student / sub.chapter / source.name
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +103,7 @@ def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple)
         tampered={int(k): v for k, v in info.get("tampered", {}).items()},
         error=info.get("error"),
         restarts=info.get("restarts", 0),
+        cell_timeout=info.get("cell_timeout"),
     )
     refs, chapter_tests, findings = judged
     broken = syntax_errors(execution.nb)
@@ -163,9 +197,25 @@ class Recorder:
             total = recorded[report.chapter].get(report.student)
             report.score, report.max_score = total if total else (sum(item.scores.values()),
                                                                   sum(_test_points(source).values()))
-            _write_json(self.ws.result_path(report.student, report.chapter), asdict(report))
+            _write_report(self.ws.result_path(report.student, report.chapter), report, source)
             if announce and self.on_recorded:
                 self.on_recorded(report)
+
+
+def _write_report(path: Path, report: Report, source: Path) -> None:
+    """Write ``report``'s result file; one that cannot be written as JSON is written as an error
+    (graded again next run)."""
+    try:
+        data = asdict(report)
+        jsonio.dumps(data)
+    except Exception as exc:  # noqa: BLE001 -- one submission never stops the batch
+        log.exception("the result of %s/%s cannot be written", report.student, report.chapter)
+        report.status = "error"
+        report.message = f"the grader could not record this result ({error_name(exc)}); see the grader's log"
+        report.tests = [TestResult(g, 0.0, m, "not run", "not recorded").to_dict()
+                        for g, m in _test_points(source).items()]
+        data = asdict(report)
+    _write_json(path, data)
 
 
 def unreadable(sub: Submission, status: str, reason: str, sources: dict[str, Path]) -> Report:

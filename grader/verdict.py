@@ -13,6 +13,7 @@ values, never from text the learner's process sent.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,11 +23,10 @@ from nbformat import NotebookNode
 from course_utils.observe import SCHEMA
 from grader import cells, expectations
 from grader.comparison import compare, site_message
-from grader.engines.execution import TIMEOUT_ENAME, Execution
+from grader.engines.execution import Execution
 from grader.instrument import Message, TestSource
 from grader.integrity import Finding
 from grader.observations import (
-    IDENT,
     MAX_CELL_BYTES,
     MAX_OBSERVATIONS,
     Malformed,
@@ -73,13 +73,35 @@ class TestResult:
 
 # -- scoring --------------------------------------------------------------------------------
 
+@functools.cache
+def known_exceptions() -> frozenset[str]:
+    """Names of the exception classes Python and the libraries a chapter uses define: the only
+    ones a reason repeats (a class the notebook defined can carry any text in its name)."""
+    import builtins
+
+    import numpy as np
+    import torch
+
+    names = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    for module in (torch, torch.cuda, torch.autograd, np, getattr(np, "exceptions", np)):
+        names |= {n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    return frozenset(names | {"AnswerError", "StdinNotImplementedError", "OutOfMemoryError"})
+
+
+def _exception(ename: str) -> str:
+    return ename if ename in known_exceptions() else "an exception of a class defined in the notebook"
+
+
 def _error_reason(error: dict) -> tuple[str, str]:
-    """Status and reason for an error the learner's code left in a test cell."""
+    """Status and reason for an error the learner's code left in a test cell.
+
+    The error's name is repeated only when it is Python's or a library's; its message never is
+    (the learner's process wrote it). Memory is told from the name alone: a message can say anything."""
     ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
-    if ename == "MemoryError" or "can't allocate memory" in evalue or "out of memory" in evalue.lower():
-        return MEMORY, f"the code used more memory than allowed ({ename if IDENT.match(ename) else 'an error'})"
-    if not IDENT.match(ename):
-        return FAILED, "the code raised an error"
+    if ename == "MemoryError" or (ename in ("RuntimeError", "OutOfMemoryError") and _out_of_memory(evalue)):
+        return MEMORY, f"the code used more memory than allowed ({ename})"
+    if ename not in known_exceptions():
+        return FAILED, "the code raised an exception of a class defined in the notebook"
     if ename in FRIENDLY:
         return FAILED, f"{ename}: {FRIENDLY[ename]}"
     if ename == "NotImplementedError" and evalue in ("", cells.STUB_MESSAGE):
@@ -91,6 +113,12 @@ def _error_reason(error: dict) -> tuple[str, str]:
             " there stops it from defining anything)"
         )
     return FAILED, f"{ename} was raised (run the test cell in your notebook to see the message)"
+
+
+def _out_of_memory(evalue: str) -> bool:
+    """torch's own wording for an allocation that failed (CPU and CUDA)."""
+    return evalue.startswith(("[enforce fail at alloc_cpu", "CUDA out of memory", "DefaultCPUAllocator: can't allocate memory",
+                              "DefaultCPUAllocator: not enough memory"))
 
 
 def _where(refs: list[dict], i: int) -> str:
@@ -106,22 +134,41 @@ def _where(refs: list[dict], i: int) -> str:
     return ""
 
 
-def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message]) -> tuple[str, str]:
-    """(status, reason) of one executed test cell against its reference observations."""
+#: Kinds of observation that carry a value of the learner's answer. The others (``assert``,
+#: ``fail``: whether a condition held) are yes/no answers the learner's process can fake, so a
+#: test whose points would rest on them alone is never passed (and the hidden-test lint refuses it).
+VALUE_KINDS = frozenset({"tensor", "value", "shape", "raises"})
+
+
+def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
+          forge_yes_no: bool = False) -> tuple[str, str]:
+    """(status, reason) of one executed test cell against its reference observations.
+
+    ``forge_yes_no`` judges as a learner's process would have it that fakes every yes/no it
+    sends: each ``assert`` observation says it held. A wrong answer must still fail then
+    (``tests/test_chapters.py`` checks it for every known mistake): its test fails on values.
+    """
     got = observations(cell)
     error = first_error(cell)
     size = _text_size(got, refs)
     if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
         return FAILED, "the test sent more observations than the grader accepts"
+    if not any(ref.get("kind") in VALUE_KINDS for ref in refs):
+        return FAILED, "this test checks no value of the answer, so the grader cannot score it: an instructor must fix it"
+    hidden = False
     for i, ref in enumerate(refs):
+        if ref.get("kind") == "phase":
+            hidden = True
         if i >= len(got):
             if error is not None:
                 return _stopped_by(error, refs, i)
             return FAILED, "the test stopped before its end" + _where(refs, i)
         if not isinstance(got[i], dict) or got[i].get("v") != SCHEMA:
             return FAILED, "the test sent a malformed observation"
+        if forge_yes_no and ref.get("kind") == "assert" and got[i].get("kind") == "assert":
+            continue
         try:
-            why = compare(got[i], ref, asserts)
+            why = compare(got[i], ref, asserts, hidden=hidden)
         except Malformed as exc:
             return FAILED, f"the test sent a malformed observation ({exc})"
         except Exception as exc:  # values the checks cannot compare: that test fails, nothing else
@@ -201,9 +248,9 @@ def score(
             note = (note + "; " if note else "") + f"for review: the code {execution.tampered[index]}"
         if execution.error is not None:
             status, reason = NOT_RUN, f"the notebook could not be run: {execution.error}"
-        elif index in execution.timed_out:
-            stop = next((o for o in cell.get("outputs", []) if o.get("ename") == TIMEOUT_ENAME), None)
-            status, reason = TIMED_OUT, str(stop.get("evalue", "")) if stop else "timed out"
+        elif index in execution.timed_out:  # the engine's word, never an output's
+            limit = f"{execution.cell_timeout} s" if execution.cell_timeout else "its time limit"
+            status, reason = TIMED_OUT, f"the cell ran longer than {limit} and was stopped"
         elif index in execution.died:
             status, reason = KERNEL_DIED, "the kernel died while running this test (a crash, os._exit or a memory bomb)"
         elif execution.not_run_from is not None and index >= execution.not_run_from:

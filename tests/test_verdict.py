@@ -345,3 +345,85 @@ def test_a_device_name_seen_before_does_not_let_another_through():
     for device in ("CPU", "cpu ", "cpu:1000", 7):
         with pytest.raises(observations.Malformed):
             observations.decode({**tensor, "device": device})
+
+
+# -- the verdict's edges: yes/no, learner text, hidden values --------------------------------------
+
+def test_a_test_that_observes_no_value_is_never_passed_on_its_yes_no_alone():
+    refs = [_record("begin", None), _record("assert", True, line=1), _record("end", None)]
+    status, why = verdict.judge(_cell(*refs), refs, {})
+    assert status == verdict.FAILED and "checks no value" in why
+
+
+def test_a_forged_yes_is_judged_as_if_it_held_only_when_asked():
+    refs = [_record("begin", None), _record("assert", True, line=1), _record("value", 2, name="n"), _record("end", None)]
+    lied = [refs[0], _record("assert", False, line=1), refs[2], refs[3]]
+    assert verdict.judge(_cell(*lied), refs, {})[0] == verdict.FAILED
+    assert verdict.judge(_cell(*lied), refs, {}, forge_yes_no=True) == (verdict.PASSED, "")
+    wrong = [refs[0], refs[1], _record("value", 3, name="n"), refs[3]]
+    assert verdict.judge(_cell(*wrong), refs, {}, forge_yes_no=True)[0] == verdict.FAILED
+
+
+@pytest.mark.parametrize("ename", ["CellTimeoutError", "X" * 80, "Timeout_the_hidden_test_says_42", "AnswerErrorX"])
+def test_an_exception_class_the_notebook_named_is_not_named_in_the_reason(ename):
+    refs = [_record("begin", None), _record("value", 2, name="n"), _record("end", None)]
+    status, why = verdict.judge(_cell(refs[0], error=(ename, "the hidden test reads: secret")), refs, {})
+    assert status == verdict.FAILED and ename not in why and "secret" not in why
+    assert "class defined in the notebook" in why
+
+
+def test_an_out_of_memory_message_from_the_learner_is_not_a_memory_status():
+    refs = [_record("begin", None), _record("value", 2, name="n"), _record("end", None)]
+    assert verdict.judge(_cell(refs[0], error=("ValueError", "out of memory")), refs, {})[0] == verdict.FAILED
+    real = "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory"
+    assert verdict.judge(_cell(refs[0], error=("RuntimeError", real)), refs, {})[0] == verdict.MEMORY
+
+
+def test_a_raised_class_the_notebook_defined_is_not_named():
+    ref = _record("raises", None, types=["builtins.ValueError"])
+    ref["actual"] = {"t": "no exception"}
+    got = dict(ref, actual={"t": "exception", "type": "__main__.Leaked_hidden_input_is_7", "mro": ["__main__.Leaked_hidden_input_is_7"],
+                            "message": "m"})
+    why = verdict.compare(got, ref, {})
+    assert "Leaked" not in why and "class defined in the notebook" in why
+
+
+def test_long_numbers_in_a_tests_message_are_capped():
+    test = instrument.rewrite("test_ex1", "n = f()\nassert n == 3, f'f() gave {n}'\n")
+    got = _record("assert", False, line=1, values=(10**300,))
+    why = verdict.compare(got, _record("assert", True, line=1), test.asserts)
+    assert len(why) < 80 and why.endswith("…")
+
+
+HIDDEN = [
+    ("value", 4, 0, "is 0"),
+    ("value", 4.5, 1.5, "is 1.5"),
+    ("value", (101, 202, 303), (101, 202), "has 2 items but expected 3"),
+    ("value", (7, 8), (7, 9), "item 1 of"),
+    ("value", [13.25], [1], "item 0 of"),
+    ("value", 41.0, "text", "should be a float"),
+    ("tensor", torch.tensor([1.0, 17.5, 3.0]), torch.tensor([1.0, 2.0, 3.0]), "1 of 3 values differ"),
+    ("value", torch.tensor([5, 6]), torch.tensor([5, 9]), "1 of 2 values differ"),
+]
+
+
+@pytest.mark.parametrize(("kind", "expected", "actual", "says"), HIDDEN)
+def test_on_a_hidden_input_the_reason_never_shows_the_solutions_value(kind, expected, actual, says):
+    ref = _record(kind, expected, name="f(hidden x)")
+    got = _record(kind, actual, name="f(hidden x)")
+    why = verdict.compare(got, ref, {}, hidden=True)
+    assert why is not None and says in why and "f(hidden x)" in why
+    shown = {str(v) for v in (expected.tolist() if isinstance(expected, torch.Tensor) else
+                               expected if isinstance(expected, tuple | list) else [expected])}
+    assert not [v for v in shown if v not in str(actual) and v in why], why
+    assert verdict.compare(got, ref, {}) is not None
+
+
+def test_a_hidden_input_in_a_whole_cell_is_judged_without_its_expected_value():
+    refs = [_record("begin", None), _record("value", 3, name="f(1)"), _record("phase", "hidden"),
+            _record("value", 1234567, name="f(hidden)"), _record("end", None)]
+    got = [*refs[:3], _record("value", 5, name="f(hidden)"), refs[4]]
+    status, why = verdict.judge(_cell(*got), refs, {})
+    assert status == verdict.FAILED and "1234567" not in why and "is 5" in why
+    got = [refs[0], _record("value", 4, name="f(1)"), *refs[2:]]
+    assert "expected 3" in verdict.judge(_cell(*got), refs, {})[1]

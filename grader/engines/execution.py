@@ -55,6 +55,7 @@ class Execution:
     tampered: dict[int, str] = field(default_factory=dict)  # test cell index -> what was replaced
     error: str | None = None  # the kernel could not run at all
     restarts: int = 0
+    cell_timeout: int | None = None  # the limit a cell stopped as timed out ran into
 
 
 def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
