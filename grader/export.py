@@ -2,19 +2,21 @@
 LMS imports it) and ``results.csv`` (one row per test: what passed, what failed and why).
 
 Neither is named as nbgrader's ``nbgrader export`` names its ``grades.csv``, so running it in the
-workspace never overwrites ours (:mod:`grader.interop`).
+workspace never overwrites ours (:mod:`grader.interop`). Every cell goes through
+:func:`grader.escaping.csv_cell`: no name or reason opens as a formula.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from nbgrader.api import MissingEntry
 
 from grader import review
+from grader.escaping import csv_cell
 from grader.exceptions import GradebookError
 from grader.gradebook import open_gradebook
 from grader.workspace import mask
@@ -53,11 +55,17 @@ def write_grades_csv(db_url: str, path: Path, *, workdir: Path | None = None) ->
     if not rows:  # a header-only file uploaded to an LMS would look like a class without grades
         raise GradebookError(f"the gradebook {mask(db_url)} holds no graded student; {path.name} not written",
                              hint="pass the --db-url the workspace was graded with, or grade first")
+    return write_csv(path, ["student_id", "student_name", *chapters, "total", "max_total", "late"], rows)
+
+
+def write_csv(path: Path, columns: list[str], rows: Iterable[dict]) -> Path:
+    """Write ``rows`` (column -> value) under a header of ``columns``, every cell (the header's too)
+    through :func:`grader.escaping.csv_cell`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["student_id", "student_name", *chapters, "total", "max_total", "late"])
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv.writer(fh)
+        writer.writerow([csv_cell(c) for c in columns])
+        writer.writerows([csv_cell(row.get(c, "")) for c in columns] for row in rows)
     return path
 
 
@@ -115,9 +123,4 @@ def write_results_csv(workdir: Path, db_url: str, path: Path) -> Path:
                 "reason": t.get("reason", ""), "manual": "yes" if t.get("manual") else "",
                 "comment": t.get("comment", ""), "late": "yes" if result.get("late") else "",
             })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    return write_csv(path, RESULT_COLUMNS, rows)

@@ -2,13 +2,12 @@
 
 Writes ``report/report.md`` (with ``report/<chapter>.svg``) and ``report/report.html``, one file
 that a browser opens offline: the same tables, the plots inlined as SVG ``data:`` URIs (shown as
-images: inert), no script.
+images: inert), no script. Every cell and name is escaped for its medium (:mod:`grader.escaping`).
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import itertools
 import json
 from collections import Counter, defaultdict
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import interop, pages, review
+from grader.escaping import html_text, md_cell
 from grader.workspace import Workspace
 
 BINS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100.0001]
@@ -84,7 +84,7 @@ def chapter_plot(chapter: str, results: list[dict], stats: list[ExerciseStats]) 
              upright: bool = True) -> None:
         turn = "" if upright else f' transform="rotate(-90 {x:.1f} {y:.1f})"'
         out.append(f'<text x="{x:.1f}" y="{y:.1f}"{turn} text-anchor="{anchor}" font-size="{size}" '
-                   f'font-weight="{weight}">{html.escape(value)}</text>')
+                   f'font-weight="{weight}">{html_text(value)}</text>')
 
     # left: how many submissions scored in each tenth of the chapter's points
     x0, w0 = 50, 330
@@ -125,10 +125,6 @@ def chapter_plot(chapter: str, results: list[dict], stats: list[ExerciseStats]) 
     return "\n".join(out) + "\n"
 
 
-def _md_cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def main(workdir: Path, *, db_url: str | None = None) -> Path:
     """Write ``report/report.md``, ``report/<chapter>.svg`` and ``report/report.html``; returns the Markdown's path."""
     interop.write_nbgrader_config(workdir)
@@ -157,7 +153,7 @@ def main(workdir: Path, *, db_url: str | None = None) -> Path:
         ("Needs review", ("student", "chapter", "test", "why"), to_review),
     ]
 
-    lines = ["# Class report", "", summary, ""]
+    lines = ["# Class report", "", md_cell(summary), ""]
     for title, head, rows in sections:
         if not rows and title != "Needs review":
             continue
@@ -165,11 +161,11 @@ def main(workdir: Path, *, db_url: str | None = None) -> Path:
         if not rows:
             lines += ["Nothing: no grader's note, no grade flagged in the gradebook.", ""]
             continue
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows]
+        lines += ["| " + " | ".join(map(md_cell, head)) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in rows]
         lines.append("")
         if title == "Hardest first":
-            lines += ["## Scores by chapter", ""] + [f"![{c}]({c}.svg)" for c in chapters] + [""]
+            lines += ["## Scores by chapter", ""] + [f"![{md_cell(c)}]({c}.svg)" for c in chapters] + [""]
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     (out / "report.html").write_text(_html(summary, sections, plots), encoding="utf-8")
@@ -177,7 +173,7 @@ def main(workdir: Path, *, db_url: str | None = None) -> Path:
 
 
 def _html(summary: str, sections: list, plots: dict[str, str]) -> str:
-    esc = html.escape
+    esc = html_text
     body = ["<h1>Class report</h1>", f"<p>{esc(summary)}</p>"]
     for title, head, rows in sections:
         if not rows and title != "Needs review":
@@ -185,7 +181,7 @@ def _html(summary: str, sections: list, plots: dict[str, str]) -> str:
         body.append(f"<h2 id=\"{title.lower().replace(' ', '-')}\">{esc(title)}</h2>")
         if rows:
             body.append("<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead><tbody>"
-                        + "".join("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+                        + "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows)
                         + "</tbody></table>")
         else:
             body.append("<p>Nothing: no grader's note, no grade flagged in the gradebook.</p>")
