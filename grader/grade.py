@@ -157,7 +157,9 @@ def main(
         Interrupted: Ctrl-C; what was recorded stays, and a rerun resumes.
 
     Returns:
-        One :class:`Report` per status line, sorted by student and chapter.
+        One :class:`Report` per status line, sorted by student and chapter: a student's chapter
+        (graded, or why not), and a folder or file that is no student's submission (status
+        ``skipped`` or ``superseded``; shown, not recorded).
     """
     ws = Workspace(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -165,23 +167,22 @@ def main(
     gbmod.ensure_tools_on_path()
     sources = project.sources(solutions_dir)
     expected = {c: p.name for c, p in sources.items()}
-    intake_notes: list[str] = []
     hide = ws.hidden(submissions, solutions_dir)
-    if submissions.is_file():  # an LMS download
+    if submissions.is_file():  # an LMS download: a row per student and per file not graded
         unpacked = ws.intake(submissions)
         shutil.rmtree(unpacked, ignore_errors=True)
-        intake_notes = extract_lms_zip(submissions, unpacked, expected, chapter)
-        for note in intake_notes:
-            log.warning("%s: %s", submissions.name, note)
+        found = extract_lms_zip(submissions, unpacked, expected, chapter)
         submissions = unpacked
-    found = discover(submissions, expected)
+    else:
+        found = discover(submissions, expected)
+    students = {s.student for s in found if s.status is None}  # not the folders and files skipped
     waiting = sum(sub.path is not None for sub in found)
     if not waiting:
-        what = (f"{len({s.student for s in found})} student folder(s), none with a notebook in a chapter folder"
-                if found else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
+        what = (f"{len(students)} student folder(s), none with a notebook in a chapter folder"
+                if students else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
         raise NothingToGrade(f"no submission to grade ({what})", where=str(submissions),
                              hint=f"chapters are {', '.join(sources) or 'none'}")
-    empty = sorted({s.student for s in found} - {s.student for s in found if s.path is not None})
+    empty = sorted(students - {s.student for s in found if s.path is not None})
     if empty:
         log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
                     len(empty), ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else ""))
@@ -237,9 +238,9 @@ def main(
 
     recorder = record.Recorder(ws, db_url, recorded_now)
     for sub in found:
-        if sub.path is None:
-            missing = record.unreadable(sub, "missing", sub.problem or "nothing submitted", sources)
-            if sub.chapter in sources:
+        if sub.path is None:  # a student's row says why nothing was graded; a skipped file's is only shown
+            missing = record.unreadable(sub, sub.status or "missing", sub.problem or "nothing submitted", sources)
+            if sub.chapter in sources and sub.status is None:
                 recorder.add(missing, sources[sub.chapter], announce=False)
             reports.append(missing)
     recorder.flush()

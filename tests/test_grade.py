@@ -272,14 +272,18 @@ def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
         z.write(graded["subs"] / "alice" / CH / "mini.ipynb", "alicesmith_11_21_mini.ipynb")
         z.write(graded["subs"] / "bob" / CH / "mini.ipynb", "bobjones_LATE_12_22_mini-1.ipynb")
         z.writestr("bobjones_12_23_notes.txt", "extra")
-    reports = {r.student: r for r in grade.main(zp, tmp_path / "w", jobs=2, solutions_dir=graded["solutions"])}
-    assert {s: r.score for s, r in reports.items()} == {"alicesmith": 10.0, "bobjones": 4.0}
-    assert reports["bobjones"].late and not reports["alicesmith"].late
+    every = grade.main(zp, tmp_path / "w", jobs=2, solutions_dir=graded["solutions"])
+    reports = {r.student: r for r in every if r.status == "graded"}  # students keyed by Canvas's user id
+    assert {s: (r.name, r.score) for s, r in reports.items()} == {"canvas-11": ("alicesmith", 10.0),
+                                                                  "canvas-12": ("bobjones", 4.0)}
+    assert [(r.student, r.status) for r in every if r.status != "graded"] == [("canvas-12", "skipped")]  # notes.txt
+    assert reports["canvas-12"].late and not reports["canvas-11"].late
     from grader import export
 
     rows = {r["student_id"]: r for r in csv.DictReader(export.write_grades_csv(
         grade.Workspace(tmp_path / "w").default_db_url(), tmp_path / "g.csv", workdir=tmp_path / "w").open())}
-    assert (rows["bobjones"]["late"], rows["alicesmith"]["late"]) == (CH, ""), "lateness reaches the LMS's CSV"
+    assert (rows["canvas-12"]["late"], rows["canvas-11"]["late"]) == (CH, ""), "lateness reaches the LMS's CSV"
+    assert (rows["canvas-12"]["student_name"], rows["canvas-11"]["student_name"]) == ("bobjones", "alicesmith")
 
 
 def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_solutions):

@@ -7,7 +7,8 @@ import zipfile
 import pytest
 
 from grader.exceptions import SubmissionError
-from grader.intake import discover, extract_lms_zip, lms_zip_chapter, parse_lms_name
+from grader.ids import LmsFile
+from grader.intake import SKIPPED, extract_lms_zip, lms_zip_chapter, parse_lms_name
 
 EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
 
@@ -15,10 +16,11 @@ EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
 @pytest.mark.parametrize(
     ("member", "parsed"),
     [
-        ("doejane_12345_67890_tensors.ipynb", ("doejane", "tensors.ipynb")),
-        ("doejane_LATE_12345_67890_tensors-1.ipynb", ("doejane", "tensors-1.ipynb")),
-        ("Jane Doe_4242_assignsubmission_file_/tensors.ipynb", ("jane_doe_4242", "tensors.ipynb")),
-        ("Jane Doe_4242_assignsubmission_file_tensors.ipynb", ("jane_doe_4242", "tensors.ipynb")),
+        ("doejane_12345_67890_tensors.ipynb", LmsFile("canvas-12345", "doejane", "tensors.ipynb", submission=67890)),
+        ("doejane_LATE_12345_67890_tensors-1.ipynb",
+         LmsFile("canvas-12345", "doejane", "tensors-1.ipynb", late=True, submission=67890)),
+        ("Jane Doe_4242_assignsubmission_file_/tensors.ipynb", LmsFile("moodle-4242", "Jane Doe", "tensors.ipynb")),
+        ("Jane Doe_4242_assignsubmission_file_tensors.ipynb", LmsFile("moodle-4242", "Jane Doe", "tensors.ipynb")),
         ("random.ipynb", None),
     ],
 )
@@ -34,6 +36,7 @@ def make_zip(path, members):
 
 
 def test_a_canvas_zip_unpacks_per_student_and_skips_what_it_must(tmp_path):
+    """Each skipped file is a row of its own, with its reason (it used to be a log line only)."""
     zp = make_zip(tmp_path / "subs.zip", {
         "doejane_1_2_tensors.ipynb": "{}",
         "smithbob_LATE_3_4_tensors-1.ipynb": "{}",
@@ -42,31 +45,36 @@ def test_a_canvas_zip_unpacks_per_student_and_skips_what_it_must(tmp_path):
         "README.txt": "hello",
     })
     dest = tmp_path / "out"
-    notes = extract_lms_zip(zp, dest, EXPECTED)
+    rows = extract_lms_zip(zp, dest, EXPECTED)
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*.ipynb")) == [
-        "doejane/01_tensors/tensors.ipynb", "smithbob/01_tensors/tensors-1.ipynb"]
-    assert any("unsafe path" in n for n in notes) and any("not a notebook" in n for n in notes)
-    assert any("README.txt" in n for n in notes)
-    subs = discover(dest, EXPECTED)
-    assert [(s.student, s.chapter, s.path.name) for s in subs] == [
-        ("doejane", "01_tensors", "tensors.ipynb"), ("smithbob", "01_tensors", "tensors-1.ipynb")]
-    assert "expected tensors.ipynb" in subs[1].note
-    assert (subs[0].late, subs[1].late) == (False, True), "Canvas's _LATE_ is recorded, not dropped"
-    assert subs[1].note.startswith("submitted late")
+        "canvas-1/01_tensors/tensors.ipynb", "canvas-3/01_tensors/tensors-1.ipynb"]
+    graded = [s for s in rows if s.path is not None]
+    assert [(s.student, s.name, s.chapter, s.path.name) for s in graded] == [
+        ("canvas-1", "doejane", "01_tensors", "tensors.ipynb"), ("canvas-3", "smithbob", "01_tensors", "tensors-1.ipynb")]
+    assert "expected tensors.ipynb" in graded[1].note and "not graded: notes.txt" in graded[1].note
+    assert (graded[0].late, graded[1].late) == (False, True), "Canvas's _LATE_ is recorded, not dropped"
+    assert graded[1].note.startswith("submitted late")
+    skipped = {s.problem.split(" skipped: ")[0]: (s.student, s.status, s.problem.split(" skipped: ")[1])
+               for s in rows if s.path is None}
+    assert skipped == {"notes.txt": ("canvas-3", SKIPPED, "not a notebook"),
+                       "../evil_5_6_tensors.ipynb": ("-", SKIPPED, "unsafe path"),
+                       "README.txt": ("-", SKIPPED, "not named as Canvas or Moodle name submissions")}
 
 
 def test_a_moodle_zip_with_folders_unpacks(tmp_path):
     zp = make_zip(tmp_path / "m.zip", {"Jane Doe_77_assignsubmission_file_/dtypes.ipynb": "{}"})
-    extract_lms_zip(zp, tmp_path / "out", EXPECTED)
-    assert (tmp_path / "out" / "jane_doe_77" / "02_dtypes" / "dtypes.ipynb").exists()
+    [row] = extract_lms_zip(zp, tmp_path / "out", EXPECTED)
+    assert (row.student, row.name, row.chapter) == ("moodle-77", "Jane Doe", "02_dtypes")
+    assert row.path == tmp_path / "out" / "moodle-77" / "02_dtypes" / "dtypes.ipynb" and row.path.exists()
 
 
 def test_an_unclear_chapter_or_a_broken_zip_is_a_clear_error(tmp_path):
     zp = make_zip(tmp_path / "mixed.zip", {"a_1_2_tensors.ipynb": "{}", "b_3_4_dtypes.ipynb": "{}"})
     with pytest.raises(SubmissionError, match="--chapter"):
         extract_lms_zip(zp, tmp_path / "o1", EXPECTED)
-    extract_lms_zip(zp, tmp_path / "o2", EXPECTED, chapter="01_tensors")
-    assert len(list((tmp_path / "o2").rglob("*.ipynb"))) == 2
+    rows = extract_lms_zip(zp, tmp_path / "o2", EXPECTED, chapter="01_tensors")
+    assert len(list((tmp_path / "o2").rglob("*.ipynb"))) == 2, "the grader tells a wrong chapter by its cells"
+    assert [(r.student, r.chapter) for r in rows] == [("canvas-1", "01_tensors"), ("canvas-3", "01_tensors")]
     with pytest.raises(SubmissionError, match="not a chapter of this course"):
         extract_lms_zip(zp, tmp_path / "o4", EXPECTED, chapter="99_nothing")
     (tmp_path / "bad.zip").write_text("not a zip")
