@@ -25,8 +25,15 @@ MAX_OBSERVATIONS = 5_000
 MAX_CELL_BYTES = 64 * 1024 * 1024
 MAX_DIGITS = 4_000
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,80}$")
-_INT = re.compile(rf"-?\d{{1,{MAX_DIGITS}}}")
-_DEVICE = re.compile(r"[a-z]{2,12}(:\d{1,3})?")
+#: Largest number of bytes a tensor or array may claim (meta tensors included): a size past it
+#: overflows torch's and NumPy's own storage arithmetic.
+MAX_NBYTES = 2**62
+_INT = re.compile(rf"-?\d{{1,{MAX_DIGITS}}}", re.ASCII)
+_DIM = re.compile(r"\d{1,19}", re.ASCII)
+_DEVICE = re.compile(r"[a-z]{2,12}(:\d{1,3})?", re.ASCII)
+#: NumPy dtype kinds an array may have: numbers, booleans, dates, durations, bytes and text.
+_NP_KINDS = "biufcmMSU"
+_INTEGERS = {f"{u}int{bits}" for u in ("", "u") for bits in (8, 16, 32, 64)}
 
 
 class Malformed(ValueError):
@@ -81,11 +88,21 @@ def _bytes(obs: dict) -> bytes:
         raise Malformed("tensor data is not base64") from None
 
 
-def _shape(obs: dict) -> tuple[int, ...]:
+def _shape(obs: dict, itemsize: int) -> tuple[int, ...]:
+    """The shape an observation claims, each dimension and the whole size within bounds."""
     shape = obs.get("shape")
     if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and 0 <= d < 2**40 for d in shape):
         raise Malformed("bad shape")
+    if math.prod(shape) * itemsize >= MAX_NBYTES:
+        raise Malformed("shape too large")
     return tuple(shape)
+
+
+def _text(v: Any, cap: int) -> str:
+    """A text field of the schema, cut at ``cap`` characters."""
+    if not isinstance(v, str):
+        raise Malformed("bad text")
+    return v[:cap]
 
 
 def _float(v: Any) -> float:
@@ -96,8 +113,22 @@ def _float(v: Any) -> float:
     raise Malformed("bad float")
 
 
-def decode(obs: Any, depth: int = 0) -> Any:
-    """A schema value (see :mod:`course_utils.observe`) as a Python value, strictly checked."""
+def decode(obs: Any) -> Any:
+    """A schema value (see :mod:`course_utils.observe`) as a Python value, strictly checked.
+
+    Raises:
+        Malformed: ``obs`` is not a schema value, whatever it holds (this is the only exception
+            it raises: a payload that trips torch or NumPy is malformed too).
+    """
+    try:
+        return _decode(obs, 0)
+    except Malformed:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- data from a learner's process: nothing it holds may escape
+        raise Malformed(f"undecodable value ({type(exc).__name__})") from None
+
+
+def _decode(obs: Any, depth: int) -> Any:
     if not isinstance(obs, dict) or depth > 10:
         raise Malformed("not a schema value")
     t = obs.get("t")
@@ -126,21 +157,22 @@ def decode(obs: Any, depth: int = 0) -> Any:
         items = obs.get("items")
         if not isinstance(items, list):
             raise Malformed("bad items")
-        values = [decode(v, depth + 1) for v in items]
+        values = [_decode(v, depth + 1) for v in items]
         return values if t == "list" else tuple(values)
     if t == "dict":
         items = obs.get("items")
         if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
             raise Malformed("bad dict")
         try:
-            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in items}
+            return {_decode(k, depth + 1): _decode(v, depth + 1) for k, v in items}
         except TypeError:
             raise Malformed("unhashable dict key") from None
     if t == "dtype":
         return _dtype(obs.get("v"))
     if t == "size":
         items = obs.get("items")
-        if not isinstance(items, list) or not all(isinstance(d, str) and d.isdigit() for d in items):
+        if not isinstance(items, list) or len(items) > 64 or not all(
+                isinstance(d, str) and _DIM.fullmatch(d) and int(d) < 2**63 for d in items):
             raise Malformed("bad size")
         return torch.Size(int(d) for d in items)
     if t == "device":
@@ -153,31 +185,35 @@ def decode(obs: Any, depth: int = 0) -> Any:
         mro = obs.get("mro")
         if not isinstance(mro, list) or not all(isinstance(m, str) for m in mro) or not isinstance(obs.get("message"), str):
             raise Malformed("bad exception")
-        return Raised(str(obs.get("type")), tuple(mro), obs["message"])
+        return Raised(_text(obs.get("type"), 300), tuple(m[:300] for m in mro[:64]), obs["message"])
     if t == "no exception":
         return Raised(None)
     if t == "object":
-        return Opaque(str(obs.get("type"))[:100], str(obs.get("repr"))[:200])
+        return Opaque(_text(obs.get("type"), 100), _text(obs.get("repr", ""), 200))
     if t == "too large":
-        return Opaque("too large", str(obs.get("why"))[:100])
+        return Opaque("too large", _text(obs.get("why", ""), 100))
     raise Malformed(f"unknown kind {str(t)[:20]!r}")
 
 
-#: What was already looked up: a dtype's name, a device's name, a dtype's item size (a few
-#: dozen of each at most: only names that resolve are kept).
-_dtypes: dict[str, torch.dtype] = {}
+#: Every dtype torch names (read from the module, never looked up by a learner's text), and the
+#: devices already looked up (only names that resolve are kept).
+_dtypes: dict[str, torch.dtype] = {n: v for n, v in vars(torch).items() if isinstance(v, torch.dtype)}
 _devices: dict[str, torch.device] = {}
-_itemsizes: dict[torch.dtype, int] = {}
 
 
 def _dtype(name: Any) -> torch.dtype:
-    text = str(name)
-    dtype = _dtypes.get(text)
+    dtype = _dtypes.get(name) if type(name) is str else None
     if dtype is None:
-        dtype = getattr(torch, text, None) if IDENT.match(text) else None
-        if not isinstance(dtype, torch.dtype):
-            raise Malformed("bad dtype")
-        _dtypes[text] = dtype
+        raise Malformed("bad dtype")
+    return dtype
+
+
+def _data_dtype(name: Any) -> torch.dtype:
+    """A dtype a tensor's data may have: floats, complex numbers, booleans, whole bytes of integers
+    (never a quantized, bit or sub-byte dtype, which torch cannot compare)."""
+    dtype = _dtype(name)
+    if not (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool or str(dtype)[6:] in _INTEGERS):
+        raise Malformed("bad tensor dtype")
     return dtype
 
 
@@ -195,24 +231,25 @@ def _device(name: Any) -> torch.device:
     return device
 
 
-def _itemsize(dtype: torch.dtype) -> int:
-    size = _itemsizes.get(dtype)
-    if size is None:
-        size = _itemsizes[dtype] = torch.empty((), dtype=dtype).element_size()
-    return size
+def _booleans(raw: bytes) -> bytes:
+    if raw.translate(None, b"\x00\x01"):
+        raise Malformed("boolean data other than 0 and 1")
+    return raw
 
 
 def _tensor(obs: dict) -> torch.Tensor:
-    dtype = _dtype(obs.get("dtype"))
-    shape = _shape(obs)
+    dtype = _data_dtype(obs.get("dtype"))
+    itemsize = dtype.itemsize
+    shape = _shape(obs, itemsize)
     device = _device(obs.get("device"))
     if device.type == "meta":
         return torch.empty(shape, dtype=dtype, device="meta")
     raw = _bytes(obs)
     numel = math.prod(shape)
-    itemsize = _itemsize(dtype)
     if len(raw) != numel * itemsize:
         raise Malformed("tensor data does not match its shape and dtype")
+    if dtype is torch.bool:
+        _booleans(raw)
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     if dtype.is_complex:
         real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}[dtype]
@@ -222,7 +259,7 @@ def _tensor(obs: dict) -> torch.Tensor:
     if device.type != "cpu":
         try:
             t = t.to(device)
-        except (RuntimeError, AssertionError):  # this machine lacks the device: say where it was
+        except Exception:  # noqa: BLE001 -- this machine lacks the device: say where it was
             t = Elsewhere(t, device)
     return t
 
@@ -235,14 +272,21 @@ class Elsewhere:
 
 
 def _ndarray(obs: dict) -> np.ndarray:
-    try:
-        dtype = np.dtype(str(obs.get("dtype")))
-    except TypeError:
-        raise Malformed("bad array dtype") from None
-    if dtype.hasobject or dtype.fields is not None:
+    """An array of plain items: its dtype as NumPy writes one (``dtype.str``), never an object,
+    structured, sub-array or empty-item dtype."""
+    text = obs.get("dtype")
+    if type(text) is not str or len(text) > 24:
         raise Malformed("bad array dtype")
-    shape = _shape(obs)
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError, SyntaxError):
+        raise Malformed("bad array dtype") from None
+    if dtype.str != text or dtype.kind not in _NP_KINDS or dtype.itemsize == 0:
+        raise Malformed("bad array dtype")
+    shape = _shape(obs, dtype.itemsize)
     raw = _bytes(obs)
     if len(raw) != math.prod(shape) * dtype.itemsize:
         raise Malformed("array data does not match its shape and dtype")
+    if dtype.kind == "b":
+        _booleans(raw)
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
