@@ -4,12 +4,12 @@ Pages go to ``WORKDIR/course-feedback/<student>/<chapter>/<notebook>.html`` besi
 ``feedback.css`` (nbgrader's own ``feedback/`` folder is left to nbgrader, which the workspace's
 ``nbgrader_config.py`` stops from writing pages there: :mod:`grader.interop`). Scores and
 comments come from the gradebook at the time the pages are made, so a manual grade entered in
-formgrader shows on the page and the rows add up to the score. Pages are built in parallel.
+formgrader shows on the page and the rows add up to the score. Pages are built in parallel; a
+page that cannot be built is reported (student and chapter) and the others are written.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import os
@@ -18,6 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from grader import cells, interop, pages, project, review
+from grader.escaping import html_text
 from grader.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def verdict_line(t: dict | None) -> str:
 
 def summary_html(result: dict) -> str:
     """The top of a page: the score (the sum of the rows), then each test's points, result, reason, comment."""
-    esc = html.escape
+    esc = html_text
     tests = result.get("tests", [])
     parts = [
         f"<h1>Feedback — {esc(result['chapter'])} — {esc(result['student'])}</h1>",
@@ -136,7 +137,7 @@ def render(job: tuple[dict, str | None, dict[str, str], str]) -> int:
     nb_cells: list[dict] = []
     if autograded is not None and os.path.exists(autograded):
         with open(autograded, encoding="utf-8") as fh:
-            nb_cells = json.load(fh).get("cells", [])
+            nb_cells = pages.valid_cells(json.load(fh))
     title = f"Feedback — {result['chapter']} — {result['student']}"
     body = pages.page(title, summary_html(result), redact(nb_cells, visible, result), f"../../{STYLESHEET}")
     data = body.encode("utf-8")
@@ -148,12 +149,21 @@ def render(job: tuple[dict, str | None, dict[str, str], str]) -> int:
     return len(data)
 
 
+def _render_or_none(job: tuple[dict, str | None, dict[str, str], str]) -> int | None:
+    """:func:`render`, or None for a page that cannot be built (its traceback logged at debug level)."""
+    try:
+        return render(job)
+    except Exception:  # noqa: BLE001 -- one page never stops the others
+        log.debug("building %s failed", job[3], exc_info=True)
+        return None
+
+
 _todo: list[tuple[dict, str | None, dict[str, str], str]] = []
 
 
-def _render_range(start: int, count: int) -> list[int]:
+def _render_range(start: int, count: int) -> list[int | None]:
     """Render pages ``start`` .. ``start + count`` of the forked parent's list (in a worker)."""
-    return [render(job) for job in _todo[start:start + count]]
+    return [_render_or_none(job) for job in _todo[start:start + count]]
 
 
 def visible_tests(chapter: str, source: Path) -> dict[str, str]:
@@ -173,6 +183,10 @@ def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS, db_url: str 
         solutions_dir: the chapters' source notebooks (for the visible tests).
         db_url: the gradebook (manual grades and comments); the workspace's SQLite file by default.
         jobs: pages built at once (default: the CPU count; 1 builds them in this process).
+
+    Returns:
+        The pages written: a page that cannot be built is left out, with a warning naming its
+        student and chapter, and the others are written.
     """
     ws = Workspace(workdir)
     interop.write_nbgrader_config(workdir)
@@ -194,7 +208,7 @@ def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS, db_url: str 
         todo.append((result, str(autograded) if autograded.exists() else None, visible[chapter], str(dest)))
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo) // MIN_PAGES_PER_WORKER))
     if workers == 1:
-        sizes = [render(job) for job in todo]
+        sizes = [_render_or_none(job) for job in todo]
     else:  # forked workers inherit the jobs and this process's imports: only page ranges travel
         global _todo
         _todo = todo
@@ -205,5 +219,10 @@ def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS, db_url: str 
                          for n in part]
         finally:
             _todo = []
-    log.info("wrote %d page(s), %d KB in all", len(sizes), sum(sizes) // 1024)
-    return [Path(job[3]) for job in todo]
+    for job, size in zip(todo, sizes, strict=True):
+        if size is None:
+            log.warning("no feedback page for %s/%s: the page could not be built (course -vv shows why)",
+                        job[0]["student"], job[0]["chapter"])
+    written = [(Path(job[3]), size) for job, size in zip(todo, sizes, strict=True) if size is not None]
+    log.info("wrote %d page(s), %d KB in all", len(written), sum(size for _, size in written) // 1024)
+    return [path for path, _ in written]

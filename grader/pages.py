@@ -1,6 +1,8 @@
 """Lean, inert HTML: a notebook's cells as markup that loads nothing and runs nothing.
 
-Used by feedback pages (:mod:`grader.feedback`). What a page may contain: escaped text,
+Used by feedback pages (:mod:`grader.feedback`). A notebook is read through :func:`valid_cells`
+first, which holds it to nbformat's schema, so that no output of the wrong type stops a page.
+What a page may contain: escaped text,
 tables, links, and PNG/JPEG pictures inlined as ``data:`` URIs. Never a script, an event
 handler, HTML or SVG from a notebook, nor anything fetched from a network: markdown's raw HTML
 is escaped, a remote image becomes its alt text, and math stays as its TeX source
@@ -13,6 +15,7 @@ import html
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import mistune
 
@@ -27,6 +30,73 @@ MAX_IMAGE = 1_500_000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _DATA_IMAGE = re.compile(r"data:image/(png|jpeg);base64,[A-Za-z0-9+/=]+")
+#: The cell metadata a page reads (tags and nbgrader's), with the types nbformat and nbgrader give them.
+_NBGRADER = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool, "points": (int, float)}
+
+
+def multiline(value: Any) -> str | None:
+    """nbformat's multi-line string (a str, or a list of str) as one str; None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    return None
+
+
+def valid_output(out: Any) -> dict | None:
+    """One output as nbformat's schema (v4) has it, its text joined into one str; None for an
+    output that cannot be made so (left out of the page). A MIME type whose value has the wrong
+    type is dropped; JSON data (``*json``) is kept as it came, and never shown."""
+    if not isinstance(out, dict):
+        return None
+    kind = out.get("output_type")
+    if kind == "stream":
+        text = multiline(out.get("text"))
+        return None if text is None else {"output_type": kind, "name": "stderr" if out.get("name") == "stderr"
+                                          else "stdout", "text": text}
+    if kind == "error":
+        tb = out.get("traceback")
+        return {"output_type": kind, "ename": out.get("ename") if isinstance(out.get("ename"), str) else "",
+                "evalue": out.get("evalue") if isinstance(out.get("evalue"), str) else "",
+                "traceback": [line for line in tb if isinstance(line, str)] if isinstance(tb, list) else []}
+    if kind not in ("display_data", "execute_result") or not isinstance(out.get("data"), dict):
+        return None
+    data = {}
+    for mime, value in out["data"].items():
+        if isinstance(mime, str) and mime.endswith("json"):
+            data[mime] = value
+        elif isinstance(mime, str) and multiline(value) is not None:
+            data[mime] = multiline(value)
+    return {"output_type": kind, "data": data, "metadata": {}}
+
+
+def _metadata(meta: Any) -> dict:
+    out: dict = {}
+    if isinstance(meta, dict) and isinstance(meta.get("tags"), list):
+        out["tags"] = [t for t in meta["tags"] if isinstance(t, str)]
+    if isinstance(meta, dict) and isinstance(meta.get("nbgrader"), dict):
+        out["nbgrader"] = {k: v for k, v in meta["nbgrader"].items() if k in _NBGRADER and isinstance(v, _NBGRADER[k])}
+    return out
+
+
+def valid_cells(nb: Any) -> list[dict]:
+    """A notebook's cells (its parsed JSON) as the pages read them: each cell and output held to
+    nbformat's schema (:func:`valid_output`), text joined, metadata cut to what a page reads.
+    A cell of no known type is left out; a source of the wrong type is empty."""
+    found = nb.get("cells") if isinstance(nb, dict) else None
+    kept = []
+    for c in found if isinstance(found, list) else []:
+        if not isinstance(c, dict) or c.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell = {"cell_type": c["cell_type"], "source": multiline(c.get("source")) or "",
+                "metadata": _metadata(c.get("metadata"))}
+        if cell["cell_type"] == "code":
+            outs = c.get("outputs")
+            cell["outputs"] = [o for o in map(valid_output, outs if isinstance(outs, list) else []) if o is not None]
+            count = c.get("execution_count")
+            cell["execution_count"] = count if type(count) is int else None
+        kept.append(cell)
+    return kept
 
 
 class _Renderer(mistune.HTMLRenderer):
