@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_t
 log = logging.getLogger(__name__)
 
 #: Bump when a change to grading could change a score: cached results are then redone.
-GRADER_REVISION = "2"
+GRADER_REVISION = "3"
 
 
 def _fingerprint(*parts: bytes) -> str:
@@ -57,7 +57,9 @@ def _result_key(raw: bytes, source: Path, options: ExecOptions) -> str:
     """What a recorded result depends on: the submitted file, the chapter source, the options that
     can change a grade (the chapter's own ``grading.toml`` applied) and the grader's revision."""
     chapter_opts = asdict(chapter_options(options, source.parent))
-    return _fingerprint(raw, source.read_bytes(), reference.options_key(chapter_opts), GRADER_REVISION.encode())
+    settings = source.parent / "grading.toml"  # its rules too (grader.rules)
+    return _fingerprint(raw, source.read_bytes(), reference.options_key(chapter_opts), GRADER_REVISION.encode(),
+                        settings.read_bytes() if settings.is_file() else b"")
 
 
 def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
@@ -204,7 +206,8 @@ def main(
     for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
         releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
         registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
-        tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4))
+        tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4),
+                                                  project.grading_settings(sources[chapter].parent))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
     recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission
     before = _remembered_options(ws, base)

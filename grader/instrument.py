@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 
 from grader import cells
+from grader.rules import Rule
 
 OBS = "_course_obs"
 
@@ -42,6 +43,8 @@ class TestSource:
     #: the message of each rewritten ``assert`` and ``raise AnswerError``, by its site number
     #: (coordinator-side text: the test's own wording, never the learner's process's)
     asserts: dict[int, Message] = field(default_factory=dict)
+    #: how the exercise's answer must be written, checked on its source (:mod:`grader.rules`)
+    rule: Rule | None = None
 
 
 def _obs_call(attr: str, args: list[ast.expr]) -> ast.Call:
@@ -139,13 +142,21 @@ def rewrite(grade_id: str, source: str) -> TestSource:
     return TestSource(grade_id, code, messages)
 
 
-def chapter_tests(source_nb: NotebookNode) -> dict[str, TestSource]:
-    """Every test cell of a chapter's source notebook, rewritten, by grade_id."""
-    return {
+def chapter_tests(source_nb: NotebookNode, settings: dict | None = None) -> dict[str, TestSource]:
+    """Every test cell of a chapter's source notebook, rewritten, by grade_id; with the rules of
+    the chapter's ``grading.toml`` data ``settings`` (see :mod:`grader.rules`) on their tests."""
+    from grader import rules
+
+    found = rules.from_settings(settings or {}, source_nb)
+    tests = {
         cells.grade_id(c): rewrite(cells.grade_id(c), cells.source_text(c))
         for c in source_nb.cells
         if cells.is_test(c) and cells.grade_id(c)
     }
+    for gid, rule in found.items():
+        if gid in tests:
+            tests[gid].rule = rule
+    return tests
 
 
 def apply(nb: NotebookNode, tests: dict[str, TestSource]) -> NotebookNode:

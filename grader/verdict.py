@@ -21,7 +21,7 @@ from typing import Any
 from nbformat import NotebookNode
 
 from course_utils.observe import SCHEMA
-from grader import cells, expectations
+from grader import cells, expectations, rules
 from grader.comparison import compare, site_message
 from grader.engines.execution import Execution
 from grader.instrument import Message, TestSource
@@ -261,6 +261,11 @@ def score(
             status, reason = NO_REFERENCE, "the chapter's solution does not pass this test: an instructor must fix it"
         else:
             status, reason = judge(cell, reference[gid], tests[gid].asserts)
+        rule = tests[gid].rule if gid in tests else None
+        if status == PASSED and rule is not None:  # how it is written, read from its source
+            broken = rules.violation(execution.nb, rule)
+            if broken:
+                status, reason = FAILED, broken
         if len(reason) > MAX_REASON:
             reason = reason[: MAX_REASON - 1] + "…"
         points = max_points if status == PASSED else 0.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import run_notebooks as runner
 
-from grader import cells, grade, project, samples
+from grader import cells, grade, instrument, project, rules, samples, verdict
 from grader.release import read
 
 CHAPTERS = project.chapters()
@@ -180,14 +180,15 @@ def class_batch(tmp_path_factory):
     import shutil
 
     shutil.rmtree(subs / "_demo")
-    reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2, device=GRADING_DEVICE)
-    return {(r.student, r.chapter): r for r in reports}, expected
+    work = tmp_path_factory.mktemp("work")
+    reports = grade.main(subs, work, jobs=2, device=GRADING_DEVICE)
+    return {(r.student, r.chapter): r for r in reports}, expected, work
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_the_solution_scores_full_and_the_release_zero(class_batch, chapter):
-    reports, _ = class_batch
+    reports, *_ = class_batch
     perfect, untouched = reports[("perfect", chapter)], reports[("untouched", chapter)]
     failed = [(t["grade_id"], t["reason"]) for t in perfect.tests if t["status"] != "passed"]
     assert perfect.score == perfect.max_score > 0, failed
@@ -196,7 +197,7 @@ def test_the_solution_scores_full_and_the_release_zero(class_batch, chapter):
 
 @pytest.mark.slow
 def test_demo_partial_and_syntax_error_students(class_batch):
-    reports, _ = class_batch
+    reports, *_ = class_batch
     bob, dave = reports[("bob", "01_tensors")], reports[("dave", "01_tensors")]
     assert 0 < bob.score < bob.max_score
     assert dave.score == 0
@@ -213,7 +214,7 @@ def _test_of(chapter: str, answer_id: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
 def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(class_batch, case_index):
-    reports, expected = class_batch
+    reports, expected, _ = class_batch
     student = f"wrong{case_index:02d}"
     chapter, case = expected[student]
     report = reports[(student, chapter)]
@@ -222,6 +223,29 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
     assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target}"
     assert re.search(case["message"], verdict["reason"]), f"reason {verdict['reason']!r} does not match {case['message']!r}"
     assert 0 < report.score < report.max_score, "a single wrong answer must give a partial score"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
+def test_a_wrong_answer_fails_on_values_even_when_every_yes_no_is_forged(class_batch, case_index):
+    """No point rests on a yes/no the learner's process can fake: judged as a process that says
+    every assert held would have it (grader.verdict.judge(forge_yes_no=True)), each known mistake
+    still fails its test, on a value its answer produced (the input after the call, a draw from the
+    global generator after it, a result computed where the broken rule changes it)."""
+    reports, expected, work = class_batch
+    student = f"wrong{case_index:02d}"
+    chapter, case = expected[student]
+    target = _test_of(chapter, case["grade_id"])
+    src = source(chapter)
+    tests = instrument.chapter_tests(src, project.grading_settings(project.source_notebook(chapter).parent))
+    [cache] = (work / "reference").glob(f"{chapter}-*.json")
+    refs = json.loads(cache.read_text())["tests"][target]
+    graded = read(work / "autograded" / student / chapter / project.source_notebook(chapter).name)
+    cell = next(c for c in graded.cells if cells.is_test(c) and cells.grade_id(c) == target)
+    status, _ = verdict.judge(cell, refs, tests[target].asserts, forge_yes_no=True)
+    rule = tests[target].rule  # or a rule read on its source, out of the process's reach
+    broken = rule is not None and rules.violation(graded, rule) is not None
+    assert status != verdict.PASSED or broken, f"{case['mistake']!r} passes {target} once its asserts say yes"
 
 
 CORRECT = Path(__file__).parent / "fixtures" / "correct_answers"

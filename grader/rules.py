@@ -1,0 +1,188 @@
+"""Rules about *how* an answer is written, checked in the coordinator on the answer's source.
+
+Some statements set a rule that no value can show: "no loops", "integer arithmetic only",
+"``torch.softmax`` is switched off". Patching torch inside the learner's process enforces
+nothing (an answer that bound ``torch.softmax`` before the test ran never meets the patch), and
+a yes/no sent from there can be faked. So the rule is read here, from the code the graded
+function reaches: its definition in the learner's notebook, and, transitively, every top-level
+definition, import and assignment of another learner cell whose name it uses, and every other
+binding of the graded name itself (``softmax = torch.softmax`` after the ``def``). A scratch cell
+that calls ``torch.softmax`` to compare never counts against the answer; a helper the answer
+calls does.
+
+A chapter declares its rules in ``solutions/<chapter>/grading.toml``, by answer cell::
+
+    [rules.ex5_softmax]
+    forbid = ["softmax", "log_softmax", "logsumexp"]   # attributes and imported names
+    no_loops = true                                     # for, while, comprehensions
+    integer_only = true                                 # no /, no float literal, no float()
+    why = "softmax must be built from exp, max and sum"
+
+A rule with ``forbid`` also refuses dynamic code in the reached code (``getattr`` with a
+computed name, ``eval``, ``exec``, ``__import__``, ``importlib``, ``globals()``, ``vars()``,
+``__dict__``, ``sys.modules``): the grader could not tell which function it reaches.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from nbformat import NotebookNode
+
+from grader import cells
+
+DYNAMIC_CALLS = frozenset({"getattr", "eval", "exec", "compile", "__import__", "globals", "vars", "locals",
+                           "attrgetter", "methodcaller"})
+DYNAMIC_NAMES = frozenset({"importlib", "__dict__", "modules", "__builtins__", "__getattribute__"})
+LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+FLOAT_CALLS = frozenset({"float", "ceil", "floor", "true_divide", "divide", "div", "trunc", "round"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How the answer cell ``answer`` must be written (see the module docstring)."""
+
+    answer: str
+    functions: tuple[str, ...]
+    forbid: frozenset[str] = frozenset()
+    no_loops: bool = False
+    integer_only: bool = False
+    why: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+def from_settings(settings: dict, source_nb: NotebookNode) -> dict[str, Rule]:
+    """Test grade_id -> the :class:`Rule` of its exercise, from a chapter's ``grading.toml`` data.
+
+    The graded functions are those the solution's answer cell defines at its top level.
+    """
+    declared = settings.get("rules", {})
+    if not isinstance(declared, dict):
+        return {}
+    out: dict[str, Rule] = {}
+    answer = None
+    for cell in source_nb.cells:
+        if cells.is_solution(cell):
+            answer = cell
+        elif cells.is_test(cell) and answer is not None:
+            spec = declared.get(cells.grade_id(answer) or "")
+            if isinstance(spec, dict):
+                out[cells.grade_id(cell)] = Rule(
+                    answer=cells.grade_id(answer), functions=tuple(_defined(cells.source_text(answer))),
+                    forbid=frozenset(str(n) for n in spec.get("forbid", [])), no_loops=bool(spec.get("no_loops")),
+                    integer_only=bool(spec.get("integer_only")), why=str(spec.get("why", "")))
+            answer = None
+    return out
+
+
+def _defined(source: str) -> list[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+
+
+def _bindings(tree: ast.Module) -> dict[str, list[ast.stmt]]:
+    """Top-level statements of a cell by each name they bind."""
+    out: dict[str, list[ast.stmt]] = {}
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        for name in names:
+            out.setdefault(name, []).append(node)
+    return out
+
+
+def reached(nb: NotebookNode, rule: Rule) -> list[ast.AST]:
+    """The learner's code the graded functions of ``rule`` reach (their definitions first)."""
+    trees = []
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code" or cells.is_test(cell):
+            continue
+        try:
+            trees.append((cell, ast.parse(cells.source_text(cell))))
+        except SyntaxError:
+            continue
+    starts: list[ast.stmt] = []  # every binding of a graded name: a later `softmax = torch.softmax` counts
+    others: dict[str, list[ast.stmt]] = {}
+    for _cell, tree in trees:
+        for name, nodes in _bindings(tree).items():
+            (starts if name in rule.functions else others.setdefault(name, [])).extend(nodes)
+    seen: list[ast.AST] = []
+    todo, names = list(starts), set(rule.functions)
+    while todo:
+        node = todo.pop(0)
+        if any(node is s for s in seen):
+            continue
+        seen.append(node)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id not in names:
+                names.add(sub.id)
+                todo += others.get(sub.id, [])
+    return seen
+
+
+def violation(nb: NotebookNode, rule: Rule) -> str | None:
+    """Why the answer breaks ``rule`` (a sentence of the grader's own, with a line number), or None."""
+    for top in reached(nb, rule):
+        for node in ast.walk(top):
+            why = _breaks(node, rule)
+            if why:
+                line = getattr(node, "lineno", None)
+                where = f" (line {line} of its cell)" if line else ""
+                reason = rule.why or "the statement sets this rule"
+                return f"the answer {why}{where}: {reason}."
+    return None
+
+
+def _breaks(node: ast.AST, rule: Rule) -> str | None:
+    if rule.forbid:
+        name = node.attr if isinstance(node, ast.Attribute) else None
+        if isinstance(node, ast.ImportFrom):
+            name = next((a.name for a in node.names if a.name in rule.forbid), None)
+        if name in rule.forbid:
+            return f"uses {name}, which this exercise switches off"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in rule.forbid:
+            return f"names {node.value} in a string, which this exercise switches off"
+        if _dynamic(node):
+            return "reaches functions by dynamic code (getattr, eval, importlib, ...), which this exercise cannot check"
+    if rule.no_loops and isinstance(node, LOOPS):
+        return "uses a Python loop (for, while or a comprehension), which this exercise rules out"
+    if rule.integer_only:
+        if isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.Div):
+            return "divides with /, which gives a float: this exercise asks for integer arithmetic only"
+        if isinstance(node, ast.Constant) and type(node.value) is float:
+            return "uses a float number, but this exercise asks for integer arithmetic only"
+        called = _called(node)
+        if called in FLOAT_CALLS:
+            return f"calls {called}(), but this exercise asks for integer arithmetic only"
+    return None
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _dynamic(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES | DYNAMIC_CALLS - {"getattr"}:
+        return True
+    if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_NAMES:
+        return True
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        return any(m.split(".")[0] in ("importlib", "operator", "builtins") for m in modules)
+    if _called(node) == "getattr":
+        args = node.args
+        return len(args) < 2 or not (isinstance(args[1], ast.Constant) and isinstance(args[1].value, str))
+    return False

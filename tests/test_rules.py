@@ -1,0 +1,78 @@
+"""Rules about how an answer is written (grader.rules): read on the code the graded function
+reaches, out of the learner's process; every way around a switched-off function is caught, and
+an honest notebook's scratch code never is."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from grader import project, rules, samples
+
+GOOD_SOFTMAX = ("import torch\n\ndef softmax(X, dim=-1):\n    e = torch.exp(X - X.amax(dim, keepdim=True))\n"
+                "    return e / e.sum(dim, keepdim=True)\n")
+
+
+def _rule(chapter: str, test: str) -> rules.Rule:
+    src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
+    return rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent), src)[test]
+
+
+def _nb(chapter: str, answers: dict[str, str]):
+    return nbformat.from_dict(samples.make_submission(chapter, answers))
+
+
+AROUND = {
+    "bound before the test": "import torch\n_sm = torch.softmax\ndef softmax(X, dim=-1):\n    return _sm(X, dim)",
+    "a default argument": "import torch\ndef softmax(X, dim=-1, f=torch.softmax):\n    return f(X, dim)",
+    "getattr with a computed name": "import torch\ndef softmax(X, dim=-1):\n    return getattr(torch, 'soft' + 'max')(X, dim)",
+    "getattr with the name": "import torch\ndef softmax(X, dim=-1):\n    return getattr(torch, 'softmax')(X, dim)",
+    "an import under another name": "from torch.nn.functional import softmax as s\ndef softmax(X, dim=-1):\n    return s(X, dim)",
+    "the tensor method": "def softmax(X, dim=-1):\n    return X.softmax(dim)",
+    "logsumexp": "import torch\ndef softmax(X, dim=-1):\n    return torch.exp(X - X.logsumexp(dim, keepdim=True))",
+    "a rebinding after the def": "def softmax(X, dim=-1):\n    return X\nimport torch\nsoftmax = torch.softmax",
+    "eval": "def softmax(X, dim=-1):\n    return eval('X.soft' + 'max(dim)')",
+    "importlib": "import importlib\ndef softmax(X, dim=-1):\n    return importlib.import_module('torch').softmax(X, dim)",
+    "the nn module": "import torch\ndef softmax(X, dim=-1):\n    return torch.nn.Softmax(dim)(X)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(AROUND))
+def test_a_switched_off_function_is_caught_however_it_is_reached(how):
+    why = rules.violation(_nb("05_broadcasting", {"ex5_softmax": AROUND[how]}), _rule("05_broadcasting", "test_ex5_softmax"))
+    assert why is not None and why.startswith("the answer ")
+
+
+def test_a_helper_in_another_cell_is_followed():
+    nb = _nb("05_broadcasting", {
+        "ex4_standardize_columns": "import torch.nn.functional as F\ndef _helper(X, d):\n    return F.softmax(X, d)\n",
+        "ex5_softmax": "def softmax(X, dim=-1):\n    return _helper(X, dim)",
+    })
+    assert "uses softmax" in rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax"))
+
+
+def test_scratch_code_elsewhere_in_the_notebook_never_counts():
+    nb = _nb("05_broadcasting", {
+        "ex4_standardize_columns": "import torch\nprint(torch.softmax(torch.ones(3), 0))\nref = torch.softmax\n",
+        "ex5_softmax": GOOD_SOFTMAX + "print(ref(torch.ones(2), 0), softmax(torch.ones(2), 0))\n",
+    })
+    assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is None
+
+
+def test_loops_and_float_arithmetic_are_read_where_the_statement_rules_them_out():
+    loops = "def checkerboard(n, m, device='cpu'):\n    return torch.tensor([[float((i + j) % 2 == 0) for j in range(m)] for i in range(n)])"
+    assert "loop" in rules.violation(_nb("01_tensors", {"ex1_checkerboard": loops}), _rule("01_tensors", "test_ex1_checkerboard"))
+    rule = _rule("08_training_loop", "test_ex1_steps_per_epoch")
+    for code in ("import math\ndef steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else math.ceil(n / b)",
+                 "def steps_per_epoch(n, b, drop_last=False):\n    return int(n // b + (0.0 if drop_last or n % b == 0 else 1))"):
+        assert "integer arithmetic" in rules.violation(_nb("08_training_loop", {"ex1_steps_per_epoch": code}), rule)
+    honest = "def steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else -(-n // b)"
+    assert rules.violation(_nb("08_training_loop", {"ex1_steps_per_epoch": honest}), rule) is None
+
+
+@pytest.mark.parametrize("chapter", project.chapters())
+def test_the_solution_keeps_its_own_rules(chapter):
+    src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
+    found = rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent), src)
+    nb = _nb(chapter, dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION))
+    assert {gid: rules.violation(nb, rule) for gid, rule in found.items()} == dict.fromkeys(found)
