@@ -70,7 +70,62 @@ def scan(source: str, cell_index: int = 0) -> list[Finding]:
     m = PRIVATE_NAMES.search(code)
     if m:
         findings.append(Finding(cell_index, "names the grader's private files", m.group(0)[:60]))
+    machinery = _touches_machinery(source)
+    if machinery is not None and not any(f.reason.startswith("replaces a course_utils") for f in findings):
+        findings.append(Finding(cell_index, "replaces part of course_utils' observing and checking machinery",
+                                _line_of(source, _offset(source, machinery))))
     return findings
+
+
+def _offset(source: str, lineno: int) -> int:
+    lines = source.splitlines(keepends=True)
+    return sum(len(line) for line in lines[: max(0, lineno - 1)])
+
+
+def _touches_machinery(source: str) -> int | None:
+    """The line where a cell rebinds, deletes or reaches by dynamic code anything of ``course_utils``
+    (under whatever name it imported it), or None. Calling its helpers is what a notebook does and
+    is never a finding."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "course_utils"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "course_utils":
+            aliases |= {a.asname or a.name for a in node.names}
+
+    def rooted(expr: ast.AST) -> bool:  # course_utils.x.y, cu.emit, observe.emit, check_tensor.__code__
+        while isinstance(expr, ast.Attribute | ast.Subscript):
+            expr = expr.value
+        return isinstance(expr, ast.Name) and expr.id in aliases
+
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        if any(isinstance(t, ast.Attribute | ast.Subscript) and rooted(t) for t in targets):
+            return node.lineno
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            first = node.args[0] if node.args else None
+            if name in ("setattr", "delattr", "vars") and first is not None and rooted(first):
+                return node.lineno
+            if name in ("import_module", "__import__") and isinstance(first, ast.Constant) \
+                    and str(first.value).startswith("course_utils"):
+                return node.lineno
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__" and rooted(node.value):
+            return node.lineno
+    return None
 
 
 def _line_of(text: str, pos: int) -> str:

@@ -1,10 +1,13 @@
 """What runs before learner code in every grading process (grader.integrity): the hidden tests'
-inputs do not depend on what else the process imported."""
+inputs do not depend on what else the process imported; and what the static scan notes for a
+reviewer (never a score): tampering with the checking machinery, and never ordinary code."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import pytest
 
 from grader.integrity import FIXED_INPUTS
 
@@ -58,3 +61,38 @@ def test_without_the_fixed_inputs_such_a_module_changes_what_hypothesis_draws(tm
 
     assert hasattr(providers, "_get_local_constants"), "this hypothesis has no local-constants pool"
     assert _run(tmp_path, "") == "different"
+
+
+TAMPERING = [
+    "import course_utils.observe as _o\n_real = _o.emit\n_o.emit = lambda *a, **k: None\n",
+    "from course_utils import observe\nobserve.assert_ = lambda *a, **k: None\n",
+    "from course_utils import checks as c\nsetattr(c, 'check_tensor', print)\n",
+    "import course_utils\nvars(course_utils.checks)['check_value'] = print\n",
+    "import importlib\nm = importlib.import_module('course_utils.observe')\n",
+    "from course_utils.checks import check_tensor\ncheck_tensor.__code__ = (lambda *a, **k: None).__code__\n",
+    "import course_utils as cu\ndel cu.observe.emit\n",
+    "from course_utils import observe as o\no.__dict__['emit'] = print\n",
+]
+
+ORDINARY = [
+    "import course_utils as cu\ncu.setup(seed=0, device='cpu')\n",
+    "from course_utils.checks import check_tensor, check_value\ncheck_tensor(x, y, name='x')\n",
+    "import course_utils as cu\nresult = cu.check_value(3, 3)\nobserve = 5\nobserve += 1\n",
+    "from course_utils import plots\nfig = plots.loss_curve([1.0, 0.5])\nlosses = {}\nlosses['a'] = 1\n",
+    "import torch\nx = torch.ones(3)\nx[0] = 2\nself_check = {'emit': 1}\n",
+]
+
+
+@pytest.mark.parametrize("code", TAMPERING)
+def test_code_that_rebinds_or_reaches_the_checking_machinery_is_noted_for_review(code):
+    from grader import integrity
+
+    found = integrity.scan(code)
+    assert any("course_utils" in f.reason for f in found), found
+
+
+@pytest.mark.parametrize("code", ORDINARY)
+def test_ordinary_use_of_course_utils_is_never_noted(code):
+    from grader import integrity
+
+    assert integrity.scan(code) == []
