@@ -273,6 +273,7 @@ def test_an_undecodable_observation_fails_its_test_and_nothing_else(graded):
     for folder in ("structured", "forged"):
         tests = {t["grade_id"]: t for t in reports[folder].tests}
         assert tests[f"test_{FIRST}"]["status"] == "failed", (folder, tests[f"test_{FIRST}"])
+        assert "malformed observation" in tests[f"test_{FIRST}"]["reason"], (folder, tests[f"test_{FIRST}"])
     failed = [t for t in reports["structured"].tests if t["status"] != "passed"]
     assert [t["grade_id"] for t in failed] == [f"test_{FIRST}"]
     assert reports["structured"].score == 100 - failed[0]["max_points"]
@@ -282,6 +283,10 @@ def test_an_undecodable_observation_fails_its_test_and_nothing_else(graded):
 def test_every_feedback_page_is_written(graded):
     reports, work, written, _ = graded
     assert len(written) == len(CLASS) and all(p.exists() for p in written)
+    sent = json.loads(next((work / "autograded" / reports["wrong_outputs"].student).rglob("*.ipynb")).read_text())
+    plain = [o["data"]["text/plain"] for c in sent["cells"] for o in c.get("outputs", []) if "text/plain" in o.get("data", {})]
+    if work.name.startswith("edges-fork"):  # the engine that keeps an answer cell's outputs as they came
+        assert [1, 2] in plain and {"a": 1} in plain, "the outputs of the wrong type reached the pages"
     page = next(p for p in written if p.parts[-3] == reports["wrong_outputs"].student).read_text(encoding="utf-8")
     assert "<pre class=\"out\">12</pre>" not in page  # a list of numbers is no text/plain: dropped
 
