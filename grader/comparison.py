@@ -242,10 +242,13 @@ def site_message(obs: dict, asserts: dict[int, Message]) -> str:
     message = asserts.get(site) if type(site) is int else None
     if message is None or not message.parts:
         return "a check of the test failed"
+    params = obs.get("params")
+    raw = params.get("values") if isinstance(params, dict) else None
     try:
-        values = list(decode(obs.get("params", {}).get("values", {"t": "tuple", "items": []})))
+        decoded = decode(raw) if raw is not None else ()
     except (Malformed, TypeError):
-        values = []
+        decoded = ()
+    values = list(decoded) if type(decoded) in (list, tuple) else []  # never a tensor's items one by one
     out = []
     for part in message.parts:
         if part is not None:

@@ -74,6 +74,10 @@ def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[...
         check_options(cell_timeout=given["cell_timeout"], memory_mb=given["memory_mb"], jobs=given["jobs"])
         if given["engine"] not in ENGINES:
             raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
+        known = sorted(project.sources(given["solutions_dir"]))
+        if given["chapter"] is not None and given["chapter"] not in known:  # a folder or a zip alike
+            raise OptionError(f"--chapter {given['chapter']!r} is not a chapter of this course",
+                              hint=f"chapters are {', '.join(known) or 'none'}")
         workdir = Path(given["workdir"])
         existed = workdir.exists()
         with contextlib.ExitStack() as stack:
