@@ -169,7 +169,7 @@ def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol
     same_sort = (checks._tensor_type(actual) is checks._tensor_type(expected)
                  or (isinstance(expected, float) and checks._tensor_type(actual) is int))
     if not same_sort:
-        return f"{name} should be {_kind_of(expected)}, but it is {_kind_of(actual)}."
+        return f"{name} should be {_kind_of(expected)}, but it is {checks._describe(actual)}."
     return f"{name} is {_short(actual)}, which is not the solution's value on this hidden input."
 
 
