@@ -95,9 +95,19 @@ def isolate(scratch: str) -> None:
     held = os.path.join(COVER, "scratch")
     os.mkdir(held, 0o700)
     _mount(scratch, held, None, MS_BIND | MS_REC)
+    # what execution needs and lives under /tmp or /dev/shm (a venv, a checkout, a conda env
+    # there): held aside too, and put back read-only over the new, empty folders
+    kept = [(path, os.path.join(COVER, f"needed{i}")) for i, path in enumerate(needed_in_private_dirs())]
+    for path, aside in kept:
+        os.mkdir(aside, 0o700)
+        _mount(path, aside, None, MS_BIND | MS_REC)
     _mount("tmpfs", "/tmp", "tmpfs", quiet, f"size={TMP_MB}m,mode=1777")
     _mount("tmpfs", "/dev/shm", "tmpfs", quiet | MS_NOEXEC, f"size={SHM_MB}m,mode=1777")
     _mount("mqueue", "/dev/mqueue", "mqueue", quiet | MS_NOEXEC)
+    for path, aside in kept:
+        os.makedirs(path, 0o755, exist_ok=True)
+        _mount(aside, path, None, MS_MOVE)
+        _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | quiet)
     parent = os.path.dirname(scratch)
     covered = os.path.isdir(parent)  # still there: not under the new /tmp, so cover it
     if covered:
@@ -109,6 +119,15 @@ def isolate(scratch: str) -> None:
     _check(_libc.umount2(COVER.encode(), 0), f"umount {COVER}")
     _loopback_up()
     drop_capabilities()
+
+
+def needed_in_private_dirs() -> list[str]:
+    """The folders execution needs (:func:`grader.engines.sandbox.needed_paths`) that lie under a
+    folder a server gets a private, empty copy of (``/tmp``, ``/dev/shm``)."""
+    from grader.engines.forkclean import PRIVATE_DIRS
+    from grader.engines.sandbox import needed_paths
+
+    return [p for p in needed_paths() if any(p == d or p.startswith(d + os.sep) for d in PRIVATE_DIRS)]
 
 
 def _loopback_up() -> None:
