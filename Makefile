@@ -21,12 +21,51 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-# pip speaks a line per package (never silent for long on a fresh machine), without progress bars
+# Installing: a line per phase with its time, the installers' own output in $(LOG). torch comes
+# from pip (TORCH_SPEC: a wheel pip finds, e.g. on this machine's disk or a PyTorch index); the
+# rest from uv (UV_VERSION, from PyPI into the venv) held to constraints.txt and to the torch just
+# installed, or from pip when INSTALLER=pip or when uv fails.
+INSTALLER ?= uv
+UV_VERSION ?= 0.13.9
+LOG := $(VENV)/install.log
+PIP_QUIET := --progress-bar off --disable-pip-version-check
+TORCH_PIN = $(PY) -c 'import importlib.metadata as m; print("torch==" + m.version("torch"))'
+# `phase TAG LABEL QUIET CMD...`: says LABEL, runs CMD (its output into $(LOG) when QUIET is 1),
+# says "still ..." after every 10 s without a line, and ends with how long it took; a quiet phase
+# that fails shows the end of $(LOG).
+PHASE = set -o pipefail; phase() { \
+  local tag=$$1 label=$$2 quiet=$$3 t0=$$SECONDS rc=0 line; shift 3; echo "[$$tag] $$label"; \
+  if [ "$$quiet" = 1 ]; then \
+    "$$@" >>"$(LOG)" 2>&1 & local pid=$$! n=0; \
+    while kill -0 $$pid 2>/dev/null; do sleep 0.5; n=$$((n + 1)); \
+      [ $$((n % 20)) = 0 ] && kill -0 $$pid 2>/dev/null && echo "[$$tag]   ... still working ($$((SECONDS - t0)) s)"; done; \
+    wait $$pid || rc=$$?; \
+  else \
+    { "$$@" 2>&1; } | while :; do \
+      if IFS= read -r -t 10 line; then printf '%s\n' "$$line"; \
+      elif [ $$? -gt 128 ]; then [ -n "$$line" ] && printf '%s' "$$line" || echo "[$$tag]   ... still working ($$((SECONDS - t0)) s)"; \
+      else [ -n "$$line" ] && printf '%s\n' "$$line"; break; fi; done || rc=$$?; \
+  fi; \
+  if [ $$rc = 0 ]; then echo "[$$tag]   done in $$((SECONDS - t0)) s"; \
+  else echo "[$$tag]   FAILED after $$((SECONDS - t0)) s (exit $$rc)"; [ "$$quiet" = 1 ] && tail -n 15 "$(LOG)" | sed 's/^/    /'; fi; \
+  return $$rc; }
+
 $(STAMP): pyproject.toml $(CONSTRAINTS)
-	@echo "[venv] $(VENV): $(TORCH_SPEC) (about 15 s from a wheel on disk), then the course and its tools (about 35 s)"
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --progress-bar off --disable-pip-version-check $(TORCH_SPEC)
-	$(PY) -m pip install --progress-bar off --disable-pip-version-check $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]"
+	@$(PHASE); t0=$$SECONDS; mkdir -p $(VENV); : > $(LOG); \
+	echo "[setup] $(VENV) for the first time (about a minute); the installers' output goes to $(LOG)"; \
+	phase "setup 1/3" "virtual environment: $(PYTHON) -m venv $(VENV)" 1 $(PYTHON) -m venv $(VENV) || exit 1; \
+	phase "setup 2/3" "$(TORCH_SPEC) with pip (a ~700 MB wheel: 15-30 s)" 1 $(PY) -m pip install $(PIP_QUIET) $(TORCH_SPEC) || exit 1; \
+	$(TORCH_PIN) > $(VENV)/torch-pin.txt || exit 1; torch=$$(cat $(VENV)/torch-pin.txt); \
+	if [ "$(INSTALLER)" = uv ] && phase "setup 3/3" "the course and its tools with uv $(UV_VERSION), keeping $$torch (5-20 s)" 1 \
+	     sh -c '$(PY) -m pip install $(PIP_QUIET) uv==$(UV_VERSION) && $(BIN)/uv pip install --python $(PY) --compile-bytecode \
+	            -c $(VENV)/torch-pin.txt $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]"'; then :; \
+	else \
+	  [ "$(INSTALLER)" = uv ] && echo "[setup]   uv did not finish (see $(LOG)): pip installs the same instead"; \
+	  phase "setup 3/3" "the course and its tools with pip, keeping $$torch (about a minute)" 1 $(PY) -m pip install $(PIP_QUIET) \
+	    -c $(VENV)/torch-pin.txt $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]" || exit 1; \
+	fi; \
+	if [ "$$($(TORCH_PIN))" != "$$torch" ]; then echo "[setup] torch changed from $$torch to $$($(TORCH_PIN)): see $(LOG)" >&2; exit 1; fi; \
+	echo "[setup] $(VENV) ready in $$((SECONDS - t0)) s: $$torch and $$(ls -d $(VENV)/lib/python*/site-packages/*.dist-info | wc -l) packages, $$(du -sh $(VENV) | cut -f1)"
 	@touch $@
 
 .PHONY: help
@@ -39,16 +78,21 @@ venv: $(STAMP) ## Create .venv: torch (TORCH_VERSION, default 2.13.0) + the cour
 .PHONY: lock
 lock: $(STAMP) ## Rewrite constraints.txt from .venv (after a deliberate upgrade there, and a green make test)
 	@{ sed -n '/^#/p' constraints.txt; $(PY) -m pip list --format=freeze --exclude-editable --disable-pip-version-check \
-	  | grep -v -i -E '^(torch|pytorch-foundations|pip|setuptools|wheel)==' | sort -f; } > constraints.txt.new
+	  | grep -v -i -E '^(torch|pytorch-foundations|pip|setuptools|wheel|uv)==' | sort -f; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 
 .PHONY: demo
 demo: $(STAMP) ## Main job: release the course, then auto-grade the sample class into $(WORKDIR)/
-	$(BIN)/course release
-	rm -rf $(WORKDIR)/samples
-	$(BIN)/course samples $(WORKDIR)/samples
-	$(BIN)/course grade $(WORKDIR)/samples --workdir $(WORKDIR) --jobs $(JOBS)
-	$(BIN)/course feedback --workdir $(WORKDIR)
+	@$(PHASE); t0=$$SECONDS; \
+	phase "demo 1/4" "release the course: solutions/ -> notebooks/ (what learners get)" 0 $(BIN)/course release && \
+	rm -rf $(WORKDIR)/samples && \
+	phase "demo 2/4" "a sample class: per chapter a perfect, a partial, an untouched and a broken notebook" 0 \
+	  $(BIN)/course samples $(WORKDIR)/samples && \
+	phase "demo 3/4" "grade it, $(JOBS) at a time, each notebook in a sandbox (each chapter's solution runs first)" 0 \
+	  $(BIN)/course grade $(WORKDIR)/samples --workdir $(WORKDIR) --jobs $(JOBS) && \
+	phase "demo 4/4" "feedback pages, one per student and chapter" 0 $(BIN)/course feedback --workdir $(WORKDIR) && \
+	echo "[demo] done in $$((SECONDS - t0)) s. Open $(WORKDIR)/report/report.html (the class report);" \
+	  "$(WORKDIR)/course-feedback/ holds what each learner gets, $(WORKDIR)/course-grades.csv the grades."
 
 .PHONY: release
 release: $(STAMP) ## Write notebooks/ (student release) from solutions/
