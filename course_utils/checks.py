@@ -45,6 +45,19 @@ def _fmt_shape(shape: Sequence[int]) -> str:
     return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
 
 
+#: Characters of a value a message quotes (a number of 300 digits or a long string says no more).
+MAX_SHOWN = 60
+
+
+def _show(value: Any, spell: Any = repr) -> str:
+    """``value`` as a message quotes it: its repr (or ``spell``), cut to :data:`MAX_SHOWN` characters."""
+    try:
+        text = spell(value)
+    except Exception:  # noqa: BLE001 - an object whose repr fails is still described
+        text = f"<{_tensor_type(value).__name__}>"
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN - 12]}…({len(text)} chars)"
+
+
 def _describe(obj: Any) -> str:
     if isinstance(obj, _Tensor):
         return f"a tensor of shape {_fmt_shape(obj.shape)} and dtype {obj.dtype}"
@@ -185,7 +198,7 @@ def check_tensor(
     where = f" at index {_index_str(first)}" if a.ndim else ""
     raise AnswerError(
         f"{name} has the right shape, dtype and device, but {bad.shape[0]} of {a.numel()} values"
-        f" differ{tol}. First difference{where}: got {got_v!r}, expected {want_v!r}."
+        f" differ{tol}. First difference{where}: got {_show(got_v)}, expected {_show(want_v)}."
     )
 
 
@@ -225,31 +238,31 @@ def check_value(
         raise AnswerError(f"{name} should be {_describe(expected)}, but it is {_describe(actual)}.{hint}")
     if isinstance(expected, bool) or expected is None:
         if actual is not expected:
-            raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
+            raise AnswerError(f"{name} is {_show(actual)} but expected {_show(expected)}.")
         return
     if isinstance(expected, float):
         if _tensor_type(actual) not in (int, float):
             raise AnswerError(f"{name} should be a number, but it is {_describe(actual)}.")
         if not math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol):
-            raise AnswerError(f"{name} is {actual!r} but expected {expected!r} (rel_tol={rel_tol:g}).")
+            raise AnswerError(f"{name} is {_show(actual)} but expected {_show(expected)} (rel_tol={rel_tol:g}).")
         return
     if isinstance(expected, int):
         if _tensor_type(actual) is not int:
             raise AnswerError(f"{name} should be an int, but it is {_describe(actual)}.")
         if actual != expected:
-            raise AnswerError(f"{name} is {actual} but expected {expected}.")
+            raise AnswerError(f"{name} is {_show(actual, str)} but expected {_show(expected, str)}.")
         return
     if isinstance(expected, tuple | list | torch.Size):
         if _tensor_type(actual) not in (tuple, list, torch.Size):
             raise AnswerError(f"{name} should be a {_tensor_type(expected).__name__}, but it is {_describe(actual)}.")
         if len(actual) != len(expected):
-            raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {list(expected)!r}.")
+            raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {_show(list(expected))}.")
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             check_value(a, e, name=f"item {i} of {name}", rel_tol=rel_tol, abs_tol=abs_tol)
         return
     # Same exact type, so that no subclass of the learner's can answer `==` in our place.
     if _tensor_type(actual) is not _tensor_type(expected) or not bool(expected == actual):
-        raise AnswerError(f"{name} is {actual!r} but expected {expected!r}.")
+        raise AnswerError(f"{name} is {_show(actual)} but expected {_show(expected)}.")
 
 
 class RaisesInfo:

@@ -99,3 +99,17 @@ def test_every_engine_and_job_count_gives_identical_grades(graded, name):
     assert other.keys() == reference.keys()
     differ = {s: (reference[s], other[s]) for s in reference if reference[s] != other[s]}
     assert not differ, differ
+
+
+def test_an_output_off_nbformats_schema_is_cleaned_before_nbclient_sees_it():
+    """A kernel's process can publish ``text/plain`` as a list of numbers: nbclient would refuse the
+    output and the kernel engine would take the run for a dead kernel (every test "not run")."""
+    from grader.engines.kernel import _schema_content
+
+    data = _schema_content("display_data", {"data": {"text/plain": [1, 2], "text/html": {"a": 1}, "image/png": "iVBO",
+                                                     "application/vnd.x+json": {"k": [1]}}, "metadata": [1]})
+    assert data["data"] == {"image/png": "iVBO", "application/vnd.x+json": {"k": [1]}} and data["metadata"] == {}
+    assert _schema_content("stream", {"name": "stdin", "text": [1]}) == {"name": "stdout", "text": ""}
+    error = _schema_content("error", {"ename": 3, "evalue": None, "traceback": "x"})
+    assert error == {"ename": "3", "evalue": "None", "traceback": []}
+    assert _schema_content("display_data", "not a dict") == {}

@@ -427,3 +427,11 @@ def test_a_hidden_input_in_a_whole_cell_is_judged_without_its_expected_value():
     assert status == verdict.FAILED and "1234567" not in why and "is 5" in why
     got = [refs[0], _record("value", 4, name="f(1)"), *refs[2:]]
     assert "expected 3" in verdict.judge(_cell(*got), refs, {})[1]
+
+
+def test_a_learners_long_value_is_cut_in_a_visible_reason_too():
+    ref = _record("value", 22, name="steps_per_epoch(1348, 64)")
+    why = verdict.compare(_record("value", 10**300, name="steps_per_epoch(1348, 64)"), ref, {})
+    assert why is not None and len(why) < 140 and "expected 22" in why
+    why = verdict.compare(_record("value", "x" * 5000), _record("value", "y"), {})
+    assert why is not None and len(why) < 160

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import subprocess
 import tempfile
@@ -125,6 +126,32 @@ class SandboxedKernelManager(AsyncKernelManager):
     interrupt_kernel = _async_interrupt_kernel
 
 
+_JSON_MIME = re.compile(r"^application/(.*\+)?json$")
+
+
+def _schema_content(msg_type: str | None, content: object) -> dict:
+    """An output message's content as nbformat's schema allows it (nbclient validates each output,
+    and one the kernel's process sent malformed -- ``text/plain`` a list of numbers -- would stop
+    the kernel's whole run): text that is not a string or a list of strings is dropped."""
+    if not isinstance(content, dict):
+        return {}
+    out = dict(content)
+    if msg_type in ("display_data", "execute_result", "update_display_data"):
+        data = content.get("data") if isinstance(content.get("data"), dict) else {}
+        out["data"] = {str(k): v for k, v in data.items()
+                       if _JSON_MIME.match(str(k)) or isinstance(v, str)
+                       or (isinstance(v, list) and all(isinstance(x, str) for x in v))}
+        out["metadata"] = content.get("metadata") if isinstance(content.get("metadata"), dict) else {}
+    elif msg_type == "stream":
+        out["name"] = content.get("name") if content.get("name") in ("stdout", "stderr") else "stdout"
+        out["text"] = content.get("text") if isinstance(content.get("text"), str) else ""
+    elif msg_type == "error":
+        out["ename"], out["evalue"] = str(content.get("ename", "")), str(content.get("evalue", ""))
+        trace = content.get("traceback")
+        out["traceback"] = [str(t) for t in trace] if isinstance(trace, list) else []
+    return out
+
+
 def _client_class():
     from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
@@ -140,7 +167,8 @@ def _client_class():
         def output(self, outs, msg, display_id, cell_index):
             """Outputs capped per cell, as the fork engine caps them: streams at MAX_STREAM
             characters each (then a note), rich outputs at MAX_CELL_OUTPUT bytes in all."""
-            content = msg.get("content", {})
+            content = _schema_content(msg.get("msg_type"), msg.get("content", {}))
+            msg = {**msg, "content": content}
             if msg.get("msg_type") == "stream":
                 name, text = content.get("name"), str(content.get("text", ""))
                 used = self._sizes.get(name, 0)
