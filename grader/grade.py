@@ -10,7 +10,6 @@ misbehaving submission costs that submission and nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -26,17 +25,17 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from grader import dispatch, instrument, project, record, reference, scores
+from grader import batch, dispatch, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
 from grader.dispatch import DEFAULT_ENGINE, ENGINES
 from grader.engines.execution import NOT_GRADING, ExecOptions
-from grader.exceptions import Interrupted, NothingToGrade, OptionError, WorkspaceBusy
+from grader.exceptions import Interrupted, OptionError
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
 from grader.record import Report, Workspace, passed_tests
 from grader.release import build_release, check_regions
-from grader.workspace import LOCK, check_options, describe_change
+from grader.workspace import check_options, describe_change
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]
 
@@ -74,41 +73,15 @@ def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[...
         check_options(cell_timeout=given["cell_timeout"], memory_mb=given["memory_mb"], jobs=given["jobs"])
         if given["engine"] not in ENGINES:
             raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
-        known = sorted(project.sources(given["solutions_dir"]))
-        if given["chapter"] is not None and given["chapter"] not in known:  # a folder or a zip alike
-            raise OptionError(f"--chapter {given['chapter']!r} is not a chapter of this course",
-                              hint=f"chapters are {', '.join(known) or 'none'}")
+        batch.check_chapter(given["chapter"], project.sources(given["solutions_dir"]))  # a folder or a zip alike
         workdir = Path(given["workdir"])
-        existed = workdir.exists()
-        with contextlib.ExitStack() as stack:
+        with batch.held(workdir), batch.batch_log(workdir):  # refused before anything was written: no workspace left
             try:
-                stack.enter_context(Workspace(workdir).lock())
-            except WorkspaceBusy:  # the batch holding the lock owns the folder, however new: touch nothing
-                raise
-            except BaseException:
-                if not existed:
-                    _remove_if_only_lock(workdir)
-                raise
-            try:
-                try:
-                    return grade(*bound.args, **bound.kwargs)
-                except KeyboardInterrupt:  # before any submission ran (see main for one in the batch)
-                    raise Interrupted("interrupted before grading began; rerun to grade") from None
-            except BaseException:
-                if not existed:  # refused before anything was written: leave no empty workspace behind,
-                    _remove_if_only_lock(workdir)  # while the lock is still ours
-                raise
+                return grade(*bound.args, **bound.kwargs)
+            except KeyboardInterrupt:  # before any submission ran (see main for one in the batch)
+                raise Interrupted("interrupted before grading began; rerun to grade") from None
 
     return checked
-
-
-def _remove_if_only_lock(workdir: Path) -> None:
-    try:
-        if {p.name for p in workdir.iterdir()} <= {LOCK}:
-            (workdir / LOCK).unlink(missing_ok=True)
-            workdir.rmdir()
-    except OSError:
-        pass
 
 
 @_one_batch_per_workspace
@@ -182,12 +155,9 @@ def main(
     else:
         found = discover(submissions, expected)
     students = {s.student for s in found if s.status is None}  # not the folders and files skipped
-    waiting = sum(sub.path is not None for sub in found)
-    if not waiting:
-        what = (f"{len(students)} student folder(s), none with a notebook in a chapter folder"
-                if students else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
-        raise NothingToGrade(f"no submission to grade ({what})", where=str(submissions),
-                             hint=f"chapters are {', '.join(sources) or 'none'}")
+    nothing = batch.nothing_to_grade(found, submissions, sources)
+    if nothing is not None:
+        raise nothing
     empty = sorted(students - {s.student for s in found if s.path is not None})
     if empty:
         log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
@@ -198,10 +168,6 @@ def main(
     preload = project.preload({s.chapter for s in found if s.path is not None and s.chapter in sources}, solutions_dir)
     base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide,
                        preload=preload)
-    if engine == "fork" and scheduler is None and waiting:
-        from grader.engines import forkpool
-
-        forkpool.prestart(base, min(waiting, max(1, jobs or os.cpu_count() or 1)))  # imports torch while we prepare
 
     reports: list[Report] = []
     releases: dict[str, NotebookNode] = {}
@@ -236,6 +202,10 @@ def main(
         raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
                           "grading them with these would replace their grades",
                           hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
+    if engine == "fork" and scheduler is None and candidates:  # none when nothing changed: no server starts
+        from grader.engines import forkpool
+
+        forkpool.prestart(base, min(len(candidates), max(1, jobs or os.cpu_count() or 1)))  # torch, while we prepare
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
     def recorded_now(report: Report) -> None:

@@ -1,0 +1,214 @@
+"""A batch's frame: what is checked before anything starts, the workspace's lock, the batch's log.
+
+``course grade`` refuses a mistake before it starts a sandbox or a fork server (each imports
+torch) and before it imports the grader itself (torch again): an option, a chapter, the
+submissions, the gradebook's URL, the lock, a workspace it cannot write. What needs the
+grader -- whether the submissions were graded already, with the same options -- is answered by
+:func:`pending` from the recorded results, so that a rerun with nothing to do, or one
+:func:`grader.grade.main` will refuse, starts no server. Nothing here imports torch until
+:func:`pending` needs the grader's fingerprints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from grader.exceptions import NothingToGrade, OptionError, SubmissionError, WorkspaceBusy
+from grader.workspace import LOCK, Workspace
+
+#: The batch's log in the workspace: what the grader met, with causes (a solution failing its
+#: own test, the traceback of a submission it could not score); appended to by every batch.
+LOG = "grader.log"
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+
+#: What :func:`pending` finds: something to grade; nothing (every submission recorded, same
+#: file, chapter and options); or a rerun :func:`grader.grade.main` will refuse (changed options).
+WORK, NOTHING, REFUSED = "work", "nothing", "refused"
+
+
+def check_chapter(chapter: str | None, known: list[str] | dict) -> None:
+    """Refuse a ``--chapter`` that is no chapter of the course (for a folder or a zip alike).
+
+    Raises:
+        OptionError: naming the chapters there are.
+    """
+    if chapter is not None and chapter not in known:
+        raise OptionError(f"--chapter {chapter!r} is not a chapter of this course",
+                          hint=f"chapters are {', '.join(sorted(known)) or 'none'}")
+
+
+def nothing_to_grade(found: list, where: Path, chapters: list[str] | dict) -> NothingToGrade | None:
+    """The refusal of a batch whose submissions (``found``, :func:`grader.intake.discover`'s rows)
+    hold no notebook to grade; None when one does."""
+    if any(sub.path is not None for sub in found):
+        return None
+    students = {s.student for s in found if s.status is None}  # not the folders and files skipped
+    what = (f"{len(students)} student folder(s), none with a notebook in a chapter folder"
+            if students else "nothing laid out as <student>/<chapter>/<notebook>.ipynb")
+    return NothingToGrade(f"no submission to grade ({what})", where=str(where),
+                          hint=f"chapters are {', '.join(chapters) or 'none'}")
+
+
+def check_submissions(submissions: Path, sources: dict[str, Path], chapter: str | None) -> list | None:
+    """Refuse submissions that hold nothing to grade, read without extracting anything.
+
+    Returns:
+        A folder's rows (:func:`grader.intake.discover`), or None for a zip.
+
+    Raises:
+        SubmissionError: a file that is not a zip, or a zip whose chapter cannot be told.
+        NothingToGrade: a folder with no notebook laid out to grade, a zip with no notebook.
+    """
+    from grader.intake import discover, lms_zip_chapter
+
+    expected = {c: p.name for c, p in sources.items()}
+    if submissions.is_dir():
+        with _quiet("grader.intake"):  # grading reads it again, and says what it skips then
+            found = discover(submissions, expected)
+        refusal = nothing_to_grade(found, submissions, sources)
+        if refusal is not None:
+            raise refusal
+        return found
+    if not zipfile.is_zipfile(submissions):
+        raise SubmissionError(f"{submissions} is a file but not a zip",
+                              hint="give a folder laid out <student>/<chapter>/<notebook>.ipynb, or the zip of "
+                                   "submissions downloaded from Canvas or Moodle")
+    with zipfile.ZipFile(submissions) as archive:
+        notebooks = [n for n in archive.namelist() if n.lower().endswith(".ipynb")]
+    if not notebooks:
+        raise NothingToGrade("no submission to grade (no notebook in this zip)", where=str(submissions),
+                             hint="give the zip of a chapter's submissions downloaded from Canvas or Moodle")
+    if chapter is None and lms_zip_chapter(submissions, expected) is None:
+        raise SubmissionError(f"cannot tell which chapter {submissions.name} is for", hint="pass --chapter NN_name")
+    return None
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    was = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(was)
+
+
+@contextlib.contextmanager
+def held(workdir: Path) -> Iterator[None]:
+    """Hold the workspace's lock (creating the workspace); a workspace created here for a batch
+    refused before it wrote anything is removed again, while the lock is still held.
+
+    Raises:
+        WorkspaceBusy: another batch holds it.
+        WorkspaceError: the workspace cannot be created or written.
+    """
+    existed = workdir.exists()
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(Workspace(workdir).lock())
+        except WorkspaceBusy:  # the batch holding the lock owns the folder, however new: touch nothing
+            raise
+        except BaseException:
+            if not existed:
+                remove_if_unused(workdir)
+            raise
+        try:
+            yield
+        except BaseException:
+            if not existed:
+                remove_if_unused(workdir)
+            raise
+
+
+def remove_if_unused(workdir: Path) -> None:
+    """Remove ``workdir`` when it holds nothing but its lock (and a log)."""
+    try:
+        if {p.name for p in workdir.iterdir()} <= {LOCK, LOG}:
+            for name in (LOG, LOCK):
+                (workdir / name).unlink(missing_ok=True)
+            workdir.rmdir()
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def batch_log(workdir: Path) -> Iterator[Path]:
+    """Log the batch to ``workdir/grader.log`` (appended): the grader's lines from INFO up, other
+    libraries' warnings. The file is created by its first line. Where nothing else handles
+    logging (the grader used as a library), warnings still reach stderr as before."""
+    path = workdir / LOG
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root, grader = logging.getLogger(), logging.getLogger("grader")
+    was = grader.level
+    if grader.getEffectiveLevel() > logging.INFO:
+        grader.setLevel(logging.INFO)
+    fallback = None
+    if not root.handlers:  # logging's last resort prints warnings only when no handler is found
+        fallback = logging.StreamHandler()
+        fallback.setLevel(logging.WARNING)
+        root.addHandler(fallback)
+    root.addHandler(handler)
+    try:
+        yield path
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        if fallback is not None:
+            root.removeHandler(fallback)
+        grader.setLevel(was)
+
+
+def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapter: str | None, force: bool,
+            options: dict[str, Any], found: list | None = None) -> str:
+    """Whether ``course grade`` has work to do (:data:`WORK`), none (:data:`NOTHING`), or will be
+    refused (:data:`REFUSED`: a recorded result these ``options`` would re-grade, without ``force``),
+    judged as :func:`grader.grade.main` judges it, from the recorded results' fingerprints.
+
+    A workspace without results (a first batch) has work: answered without importing the grader,
+    so the fork servers start while it is imported. Otherwise the grader is imported (torch with
+    it) to compute the fingerprints; a zip is unpacked where grading unpacks it (``found``: a
+    folder's rows, when already read).
+    """
+    if force or not any(ws.results.glob("*/*.json")):
+        return WORK
+    from grader import grade, record
+    from grader.engines.execution import ExecOptions
+    from grader.intake import discover, extract_lms_zip
+
+    expected = {c: p.name for c, p in sources.items()}
+    with _quiet("grader.intake"):
+        if submissions.is_file():
+            unpacked = ws.intake(submissions)
+            shutil.rmtree(unpacked, ignore_errors=True)
+            found = extract_lms_zip(submissions, unpacked, expected, chapter)
+        elif found is None:
+            found = discover(submissions, expected)
+    base = ExecOptions(**options)
+    before = grade._remembered_options(ws, base)
+    verdict = NOTHING
+    for sub in found:
+        if sub.path is None or sub.chapter not in sources:
+            continue
+        raw, source = sub.path.read_bytes(), sources[sub.chapter]
+        recorded = record.recorded_fingerprint(ws, sub)  # None: never graded, or an error (graded again)
+        if recorded is not None and recorded == grade._result_key(raw, source, base):
+            continue
+        if before is not None and recorded is not None and recorded == grade._result_key(raw, source, before):
+            return REFUSED
+        verdict = WORK
+    return verdict
+
+
+def cpu_jobs(jobs: int | None) -> int:
+    """``--jobs``, or one per CPU."""
+    return max(1, jobs or os.cpu_count() or 1)
