@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 FEEDBACK_DIR = interop.FEEDBACK_DIR
 STYLESHEET = "feedback.css"
 #: Marks drawn from common fonts (DejaVu has them), so they show wherever the page is opened.
-ICON = {"passed": "✓"}
+ICON = {"passed": "✓", "not graded yet": "…"}
 FAIL_ICON = "✗"
 AFTER_TESTS = "(output not shown: this cell ran after the grader's tests)\n"
 #: What of a learner's rich output a page may show: text and pictures, never markup or script.
@@ -34,6 +34,13 @@ INERT = ("text/plain", "image/png", "image/jpeg")
 #: Outputs the grader's checks emit (:data:`course_utils.observe.MIME`): data, never shown. Matched
 #: by prefix, so that building pages does not import course_utils (and torch with it).
 OBSERVATION_PREFIX = "application/vnd.course."
+#: A result the grader could not grade (its status): the page shows no score, and no test of it
+#: a number, until it is graded again (:data:`grader.export.NOT_GRADED`).
+NOT_GRADED = ("error",)
+#: What a test the grader could not judge says on the page, and the line under the title.
+PENDING = "not graded yet"
+PENDING_NOTE = ("This notebook has not been graded yet: grading it could not be completed this time. It will be "
+                "graded again, with nothing to change on your side, and this page will then show its score.")
 #: A worker costs a fork and its start (~0.1 s); below this many pages each, one process is faster.
 MIN_PAGES_PER_WORKER = 50
 
@@ -47,11 +54,26 @@ def _points(t: dict) -> str:
     return f"{t['points']:g} / {t['max_points']:g}"
 
 
+def learner_view(result: dict) -> dict:
+    """``result`` as its page shows it: a submission the grader could not grade has no score, and
+    each test it could not judge says "not graded yet" (no points, no reason meant for the
+    instructor); the tests it did judge keep their result, without points."""
+    if result.get("status") not in NOT_GRADED:
+        return result
+    tests = []
+    for t in result.get("tests", []):
+        judged = t.get("status") not in ("no reference", "not run")
+        tests.append(dict(t, pending=True, **({} if judged else {"status": PENDING, "reason": ""})))
+    return dict(result, tests=tests, message="", pending=True)
+
+
 def verdict_line(t: dict | None) -> str:
     """What a test cell shows on the page instead of its output."""
     if t is None:
         return "not graded"
     line = f"{ICON.get(t['status'], FAIL_ICON)} {t['status']}"
+    if t.get("pending"):
+        return line + (f": {t['reason']}" if t.get("reason") else "")
     if t.get("manual"):
         line += f" (the grader's tests gave {t.get('auto_points', 0):g}; manual grade {_points(t)} points)"
     else:
@@ -67,17 +89,18 @@ def summary_html(result: dict) -> str:
     """The top of a page: the score (the sum of the rows), then each test's points, result, reason, comment."""
     esc = html_text
     tests = result.get("tests", [])
-    parts = [
-        f"<h1>Feedback — {esc(result['chapter'])} — {esc(result['student'])}</h1>",
-        f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}"
-        + (f" — {esc(result['message'])}" if result.get("message") else "") + "</p>",
-    ]
+    parts = [f"<h1>Feedback — {esc(result['chapter'])} — {esc(result['student'])}</h1>"]
+    if result.get("pending"):
+        parts += [f"<p class=\"score\">Score: {PENDING}</p>", f"<p class=\"pending\">{esc(PENDING_NOTE)}</p>"]
+    else:
+        parts.append(f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}"
+                     + (f" — {esc(result['message'])}" if result.get("message") else "") + "</p>")
     if any(t.get("manual") for t in tests):
         parts.append('<p class="manual">Some points were set by hand; the table shows them.</p>')
     rows = []
     for t in tests:
-        cls = "passed" if t["status"] == "passed" else "failed"
-        points = _points(t) + (' <span class="manual">(manual)</span>' if t.get("manual") else "")
+        cls = "passed" if t["status"] == "passed" else "pending" if t["status"] == PENDING else "failed"
+        points = "–" if t.get("pending") else _points(t) + (' <span class="manual">(manual)</span>' if t.get("manual") else "")
         rows.append(
             f"<tr><td><code>{esc(t['grade_id'])}</code></td><td class=\"num\">{points}</td>"
             f"<td class=\"{cls}\">{ICON.get(t['status'], FAIL_ICON)} {esc(t['status'])}</td>"
@@ -202,7 +225,7 @@ def main(workdir: Path, *, solutions_dir: Path = project.SOLUTIONS, db_url: str 
         source = project.source_notebook(chapter, solutions_dir)
         if chapter not in visible:
             visible[chapter] = visible_tests(chapter, source)
-        result = review.merge(result, *marks.of(student, chapter))
+        result = learner_view(review.merge(result, *marks.of(student, chapter)))
         autograded = ws.autograded / student / chapter / source.name
         dest = out_dir / student / chapter / f"{source.stem}.html"
         todo.append((result, str(autograded) if autograded.exists() else None, visible[chapter], str(dest)))

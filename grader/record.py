@@ -18,6 +18,7 @@ from typing import Any
 import nbformat
 
 from grader import cells, jsonio, scores
+from grader.batch import LOG
 from grader.engines.execution import Execution
 from grader.intake import Submission
 from grader.scores import Scores
@@ -79,13 +80,18 @@ def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple)
     """
     if isinstance(outcome, Exception):
         log.error("executing %s failed: %s: %s", sub.key, type(outcome).__name__, outcome)
-        return failed(sub, source, f"grading failed ({error_name(outcome)}); see the grader's log")
+        return failed(sub, source, f"grading failed ({error_name(outcome)}; {_see(ws)})")
     try:
         return _scored(ws, sub, outcome, source, judged)
     except Exception as exc:  # noqa: BLE001 -- one submission never stops the batch
         log.exception("scoring %s failed", sub.key)
-        return failed(sub, source, f"the grader could not score this submission ({error_name(exc)}); "
-                      "see the grader's log", "not scored: the grader failed on this submission")
+        return failed(sub, source, f"the grader could not score this submission ({error_name(exc)}; {_see(ws)})",
+                      "not scored: the grader failed on this submission")
+
+
+def _see(ws: Workspace) -> str:
+    """Where a message sends the instructor for the cause: the batch's log (:data:`grader.batch.LOG`)."""
+    return f"the cause is in {ws.root / LOG}"
 
 
 def _scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple) -> Report:
@@ -118,7 +124,7 @@ def _scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple
         report.status = "error"
         report.message = "; ".join(filter(None, [report.message, (
             f"not graded in full: the chapter's solution did not pass {', '.join(unjudged)} when run here "
-            "(see the grader's log); grade again once it does")]))
+            f"({_see(ws)}); grade again once it does")]))
     return report
 
 
@@ -197,21 +203,21 @@ class Recorder:
             total = recorded[report.chapter].get(report.student)
             report.score, report.max_score = total if total else (sum(item.scores.values()),
                                                                   sum(_test_points(source).values()))
-            _write_report(self.ws.result_path(report.student, report.chapter), report, source)
+            _write_report(self.ws.result_path(report.student, report.chapter), report, source, _see(self.ws))
             if announce and self.on_recorded:
                 self.on_recorded(report)
 
 
-def _write_report(path: Path, report: Report, source: Path) -> None:
+def _write_report(path: Path, report: Report, source: Path, see: str) -> None:
     """Write ``report``'s result file; one that cannot be written as JSON is written as an error
-    (graded again next run)."""
+    (graded again next run; ``see``: where its message sends the instructor)."""
     try:
         data = asdict(report)
         jsonio.dumps(data)
     except Exception as exc:  # noqa: BLE001 -- one submission never stops the batch
         log.exception("the result of %s/%s cannot be written", report.student, report.chapter)
         report.status = "error"
-        report.message = f"the grader could not record this result ({error_name(exc)}); see the grader's log"
+        report.message = f"the grader could not record this result ({error_name(exc)}; {see})"
         report.tests = [TestResult(g, 0.0, m, "not run", "not recorded").to_dict()
                         for g, m in _test_points(source).items()]
         data = asdict(report)
