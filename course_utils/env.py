@@ -4,13 +4,33 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
+import warnings
 
 import numpy as np
 import torch
 
 #: Set by the grader in every kernel it starts, so a notebook can tell it is being graded.
 GRADING_ENV_VAR = "COURSE_GRADING"
+
+#: The oldest torch the course has been run with: pyproject.toml's lower bound (tests/test_env.py
+#: checks that they agree). Tested: torch 2.13 on the CPU (CI), torch 2.11 with CUDA 13 on a GPU.
+MIN_TORCH = "2.11"
+
+
+def torch_is_older(version: str, minimum: str = MIN_TORCH) -> bool:
+    """Return True when the torch ``version`` ("2.10.1+cu128", "2.13.0") is older than ``minimum``.
+
+    Only major and minor count; a version string that does not start with them is not called old.
+    """
+
+    def major_minor(text: str) -> tuple[int, int] | None:
+        match = re.match(r"(\d+)\.(\d+)", str(text))
+        return (int(match[1]), int(match[2])) if match else None
+
+    have, want = major_minor(version), major_minor(minimum)
+    return have is not None and want is not None and have < want
 
 
 def in_colab() -> bool:
@@ -77,6 +97,8 @@ def seed_everything(seed: int) -> None:
 def setup(seed: int = 0, device: str | torch.device = "auto", *, quiet: bool = False) -> torch.device:
     """Prepare a chapter: seed every RNG, choose the device, print one line about both.
 
+    Warns (and goes on) when torch is older than :data:`MIN_TORCH`.
+
     Args:
         seed: seed for ``random``, NumPy and torch.
         device: see :func:`pick_device`.
@@ -85,6 +107,14 @@ def setup(seed: int = 0, device: str | torch.device = "auto", *, quiet: bool = F
     Returns:
         The device the chapter should use.
     """
+    if torch_is_older(torch.__version__):
+        warnings.warn(
+            f"torch {torch.__version__} is older than {MIN_TORCH}, the oldest version this course is"
+            " tested with (2.13 on the CPU, 2.11 with CUDA 13 on a GPU): some cells may fail or show"
+            " other dtypes and messages. The setup cell never installs torch; upgrade it yourself"
+            " if you can (pip install -U torch).",
+            stacklevel=2,
+        )
     seed_everything(seed)
     chosen = pick_device(device)
     if not quiet:
