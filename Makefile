@@ -47,21 +47,21 @@ PHASE = set -o pipefail; phase() { \
       else [ -n "$$line" ] && printf '%s\n' "$$line"; break; fi; done || rc=$$?; \
   fi; \
   if [ $$rc = 0 ]; then echo "[$$tag]   done in $$((SECONDS - t0)) s"; \
-  else echo "[$$tag]   FAILED after $$((SECONDS - t0)) s (exit $$rc)"; [ "$$quiet" = 1 ] && tail -n 15 "$(LOG)" | sed 's/^/    /'; fi; \
+  else echo "[$$tag]   FAILED after $$((SECONDS - t0)) s (exit $$rc)"; [ "$$quiet" = 1 ] && tail -n 15 "$(LOG)" | cut -c1-200 | sed 's/^/    /'; fi; \
   return $$rc; }
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PHASE); t0=$$SECONDS; mkdir -p $(VENV); : > $(LOG); \
-	echo "[setup] $(VENV) for the first time (about a minute); the installers' output goes to $(LOG)"; \
+	echo "[setup] $(VENV) for the first time (1-3 minutes); the installers' output goes to $(LOG)"; \
 	phase "setup 1/3" "virtual environment: $(PYTHON) -m venv $(VENV)" 1 $(PYTHON) -m venv $(VENV) || exit 1; \
-	phase "setup 2/3" "$(TORCH_SPEC) with pip (a ~700 MB wheel: 15-30 s)" 1 $(PY) -m pip install $(PIP_QUIET) $(TORCH_SPEC) || exit 1; \
+	phase "setup 2/3" "$(TORCH_SPEC) with pip (a ~700 MB wheel: 20-60 s)" 1 $(PY) -m pip install $(PIP_QUIET) $(TORCH_SPEC) || exit 1; \
 	$(TORCH_PIN) > $(VENV)/torch-pin.txt || exit 1; torch=$$(cat $(VENV)/torch-pin.txt); \
-	if [ "$(INSTALLER)" = uv ] && phase "setup 3/3" "the course and its tools with uv $(UV_VERSION), keeping $$torch (5-20 s)" 1 \
+	if [ "$(INSTALLER)" = uv ] && phase "setup 3/3" "the course and its tools with uv $(UV_VERSION), keeping $$torch (about 30 s)" 1 \
 	     sh -c '$(PY) -m pip install $(PIP_QUIET) uv==$(UV_VERSION) && $(BIN)/uv pip install --python $(PY) --compile-bytecode \
 	            -c $(VENV)/torch-pin.txt $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]"'; then :; \
 	else \
 	  [ "$(INSTALLER)" = uv ] && echo "[setup]   uv did not finish (see $(LOG)): pip installs the same instead"; \
-	  phase "setup 3/3" "the course and its tools with pip, keeping $$torch (about a minute)" 1 $(PY) -m pip install $(PIP_QUIET) \
+	  phase "setup 3/3" "the course and its tools with pip, keeping $$torch (1-2 minutes)" 1 $(PY) -m pip install $(PIP_QUIET) \
 	    -c $(VENV)/torch-pin.txt $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) -e ".[grader,dev]" || exit 1; \
 	fi; \
 	if [ "$$($(TORCH_PIN))" != "$$torch" ]; then echo "[setup] torch changed from $$torch to $$($(TORCH_PIN)): see $(LOG)" >&2; exit 1; fi; \
