@@ -46,7 +46,7 @@ def _fmt_shape(shape: Sequence[int]) -> str:
 
 
 #: Characters of a value a message quotes (a number of 300 digits or a long string says no more).
-MAX_SHOWN = 60
+MAX_SHOWN = 40
 
 
 def _show(value: Any, spell: Any = repr) -> str:
@@ -63,7 +63,7 @@ def _describe(obj: Any) -> str:
         return f"a tensor of shape {_fmt_shape(obj.shape)} and dtype {obj.dtype}"
     if obj is None:
         return "None (did the function forget to `return` its result?)"
-    return f"a {_tensor_type(obj).__name__} ({obj!r:.60})"
+    return f"a {_tensor_type(obj).__name__} ({_show(obj)})"
 
 
 def _shape_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:

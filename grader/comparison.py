@@ -173,7 +173,7 @@ def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol
     return f"{name} is {_short(actual)}, which is not the solution's value on this hidden input."
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: Any, limit: int = 40) -> str:
     """A learner's value as a reason quotes it: its repr, capped."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -272,7 +272,7 @@ def _plain(value: Any, visible: str) -> str:
 
 
 #: Characters of a value the learner's process sent that a reason may quote.
-MAX_QUOTED = 60
+MAX_QUOTED = 40
 
 
 def _capped(text: str) -> str:
