@@ -147,7 +147,7 @@ def test_a_submission_that_trips_the_scoring_gets_an_error_status(tmp_path, monk
     with caplog.at_level(logging.ERROR, logger="grader.record"):
         report = record.scored(Workspace(tmp_path), sub, (nb, {}), project.source_notebook(CH), ({}, {}, []))
     assert report.status == "error" and report.score == 0
-    assert f"({named})" in report.message and "learner text" not in report.message
+    assert f"({named}" in report.message and "learner text" not in report.message
     assert "\n" not in report.message and report.tests and all(t["status"] == "not run" for t in report.tests)
     assert any(r.exc_info for r in caplog.records), "the traceback is logged"
 
