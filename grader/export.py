@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nbgrader.api import MissingEntry
 
-from grader import review
+from grader import record, review
 from grader.batch import LOG
 from grader.escaping import csv_cell
 from grader.exceptions import GradebookError
@@ -173,4 +173,9 @@ def write_results_csv(workdir: Path, db_url: str, path: Path) -> Path:
                 "comment": t.get("comment", ""), "late": "yes" if result.get("late") else "",
                 "submission": result.get("status", ""),
             })
+    for entry in record.read_intake(workdir):  # a folder or file that was not a submission, and why
+        rows.append({"student": str(entry.get("student", "")), "chapter": str(entry.get("chapter", "")), "test": "",
+                     "points": "", "max": "", "status": str(entry.get("status", "")),
+                     "reason": str(entry.get("reason", "")), "manual": "", "comment": "",
+                     "late": "yes" if entry.get("late") is True else "", "submission": str(entry.get("status", ""))})
     return write_csv(path, RESULT_COLUMNS, rows)

@@ -221,6 +221,7 @@ def main(
                 recorder.add(missing, sources[sub.chapter], announce=False)
             reports.append(missing)
     recorder.flush()
+    record.write_intake(ws, [s for s in found if s.status is not None])  # results.csv lists them too
 
     if on_start:  # before the solutions' runs, which take a few seconds per chapter
         on_start(len(candidates))

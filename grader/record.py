@@ -49,6 +49,30 @@ class Report:
     late: bool = False  # the LMS marked the submission late
 
 
+INTAKE = "intake.json"
+
+
+def write_intake(ws: Workspace, skipped: list[Submission]) -> None:
+    """Add the folders and files a batch did not read as submissions (skipped, superseded), with why,
+    to the workspace's list: ``course export`` writes each as a row of results.csv."""
+    rows = read_intake(ws.root)  # the batches of a workspace (a Canvas zip, then a Moodle one) add up
+    for s in skipped:
+        row = {"student": s.student, "chapter": s.chapter, "status": s.status, "reason": (s.problem or "")[:300],
+               "name": s.name, "late": s.late}
+        if row not in rows:
+            rows.append(row)
+    _write_json(ws.root / INTAKE, rows)
+
+
+def read_intake(workdir: Path) -> list[dict]:
+    """What :func:`write_intake` wrote ([] when nothing, or unreadable)."""
+    try:
+        rows = json.loads((Path(workdir) / INTAKE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

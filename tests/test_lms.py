@@ -177,4 +177,7 @@ def test_a_canvas_and_a_moodle_zip_grade_one_row_per_student_with_the_latest_fil
         "moodle-23456": "José Núñez", "moodle-34567": "Ann Lee"}
     assert rows["canvas-22222"]["late"] == CH and float(rows["canvas-22222"][CH]) == full
     with export.write_results_csv(work, db_url, work / "results.csv").open(encoding="utf-8") as fh:
-        assert {r["student"] for r in csv.DictReader(fh)} == set(rows)
+        results = list(csv.DictReader(fh))
+    assert {r["student"] for r in results} == set(rows)
+    assert sorted((r["student"], r["submission"]) for r in results if not r["test"]) == [
+        ("canvas-22222", SKIPPED), ("canvas-22222", SUPERSEDED), ("moodle-23456", SKIPPED)], "every file not graded is a row"
