@@ -133,7 +133,7 @@ def markdown(data: Class) -> str:
     lines += ["## Hardest first", "", "Per chapter, the tests the fewest graded submissions passed, and its figure.", ""]
     for c in data.chapters:
         lines += [f"### {md_cell(c.chapter)}", "", md_cell(chapter_facts(c)), ""]
-        lines += _md_table(HARDEST_HEAD, hardest_rows(c), {1, 2}) if c.hardest else ["Every graded submission passed every test.", ""]
+        lines += _md_table(HARDEST_HEAD, hardest_rows(c), {1, 2}) if c.hardest else [md_cell(c.no_hardest()), ""]
         lines += [f"![{md_cell(c.chapter)}: scores and pass rate per test]({quote(figure_name(c.chapter))})", ""]
     if data.not_graded:
         lines += ["## Not graded", ""] + _md_table(NOT_GRADED_HEAD, [list(r) for r in data.not_graded])

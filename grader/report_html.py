@@ -91,7 +91,7 @@ def chapters(data: Class) -> str:
     out = []
     for c in data.chapters:
         hardest = (_table(HARDEST_HEAD, hardest_rows(c), cls="hardest", num=frozenset({1, 2})) if c.hardest
-                   else "<p>Every graded submission passed every test.</p>")
+                   else f"<p>{esc(c.no_hardest())}</p>")
         out.append(f'<section class="chapter" id="chapter-{esc(c.chapter)}"><div class="facts">'
                    f"<h3>{esc(c.chapter)}</h3><p>{esc(chapter_facts(c))}</p>{hardest}</div>"
                    + _figure(c.chapter, data.figures[c.chapter], report_plot.size(c)) + "</section>")

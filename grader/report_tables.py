@@ -113,6 +113,10 @@ class ChapterStats:
     def graded(self) -> int:
         return len(self.scores)
 
+    def no_hardest(self) -> str:
+        """What the "hardest first" part says when it lists no test."""
+        return "Every graded submission passed every test." if self.graded else "No submission graded yet."
+
     @property
     def mean(self) -> float | None:
         return statistics.fmean(self.scores) if self.scores else None
