@@ -121,8 +121,12 @@ def _check_type(actual: Any, name: str) -> None:
             "return a plain torch.Tensor."
         )
     hint = ""
-    if isinstance(actual, list | tuple | int | float | bool):
-        hint = " Wrap it with torch.tensor(...)."
+    if isinstance(actual, int | float | bool | complex):
+        hint = (" Return the tensor itself: `.item()`, `float(...)` or `int(...)` turn a tensor into a Python"
+                " number, which has no dtype or device (wrapping it again with torch.tensor(...) does not"
+                " bring them back).")
+    elif isinstance(actual, list | tuple):
+        hint = " Wrap it with torch.tensor(...), or join tensors with torch.stack(...)."
     elif _tensor_type(actual).__module__.startswith("numpy"):
         hint = " Convert it with torch.from_numpy(...) or torch.as_tensor(...)."
     raise AnswerError(f"{name} should be a torch.Tensor, but it is {_describe(actual)}.{hint}")
@@ -177,7 +181,9 @@ def check_tensor(
     if check_device and actual.device != expected.device:
         raise AnswerError(
             f"{name} is on device '{actual.device}' but expected '{expected.device}'. Create new"
-            " tensors on the input's device (`device=x.device`, or `torch.zeros_like(x)`)."
+            " tensors on the device the call asks for: `device=device` when the function takes a"
+            " `device` argument, else the input's (`device=x.device`, `torch.zeros_like(x)`); never"
+            " DEVICE or a fixed device."
         )
     if actual.device.type == "meta" or expected.device.type == "meta":
         return
@@ -253,16 +259,50 @@ def check_value(
             raise AnswerError(f"{name} is {_show(actual, str)} but expected {_show(expected, str)}.")
         return
     if isinstance(expected, tuple | list | torch.Size):
-        if _tensor_type(actual) not in (tuple, list, torch.Size):
-            raise AnswerError(f"{name} should be a {_tensor_type(expected).__name__}, but it is {_describe(actual)}.")
+        why = sequence_kind(actual, expected, name)
+        if why is not None:
+            raise AnswerError(why)
         if len(actual) != len(expected):
             raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {_show(list(expected))}.")
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            check_value(a, e, name=f"item {i} of {name}", rel_tol=rel_tol, abs_tol=abs_tol)
+            check_value(a, e, name=item_name(name, i), rel_tol=rel_tol, abs_tol=abs_tol)
         return
     # Same exact type, so that no subclass of the learner's can answer `==` in our place.
     if _tensor_type(actual) is not _tensor_type(expected) or not bool(expected == actual):
         raise AnswerError(f"{name} is {_show(actual)} but expected {_show(expected)}.")
+
+
+#: Sequence types that stand for one another: a torch.Size *is* a tuple (a subclass), so a
+#: shape returned where a tuple is asked for counts, and a tuple where a shape is asked for.
+_TUPLES = (tuple, torch.Size)
+_ITEM = re.compile(r"(?s)item ((?:\[\d+\])+) of (.*)")
+_EXPRESSION = re.compile(r"[A-Za-z_][\w.]*(\([^()]*\))?(\[\d+\])*")
+
+
+def sequence_kind(actual: Any, expected: Any, name: str) -> str | None:
+    """Why ``actual`` is not the kind of sequence ``expected`` is (None when it is): a list where
+    the exercise asks for a tuple is refused, as the statement's words are; a torch.Size stands
+    for a tuple and the reverse."""
+    kind, want = _tensor_type(actual), _tensor_type(expected)
+    if kind is want or (kind in _TUPLES and want in _TUPLES):
+        return None
+    wanted = "a tuple" if want in _TUPLES else f"a {want.__name__}"
+    if kind in (list, *_TUPLES):
+        fix = ("return a tuple (`return a, b`, or `tuple(...)`)" if want in _TUPLES
+               else "return a list (`[a, b]`, or `list(...)`)")
+        return f"{name} should be {wanted}, but it is {_describe(actual)}: {fix}."
+    return f"{name} should be {wanted}, but it is {_describe(actual)}."
+
+
+def item_name(name: str, index: int) -> str:
+    """How a message names item ``index`` of the value called ``name``: ``f(x)[1]`` after an
+    expression, ``item [2][1] of <name>`` after words."""
+    m = _ITEM.fullmatch(name)
+    if m:
+        return f"item {m[1]}[{index}] of {m[2]}"
+    if _EXPRESSION.fullmatch(name):
+        return f"{name}[{index}]"
+    return f"item [{index}] of {name}"
 
 
 class RaisesInfo:

@@ -101,7 +101,35 @@ def test_check_value_numbers_tuples_and_dtypes():
     check_value(torch.float32, torch.float32)
     assert "should be an int" in message(check_value, True, 1)
     assert "expected torch.float64" in message(check_value, torch.float32, torch.float64)
-    assert "item 1 of shape" in message(check_value, (2, 4), (2, 3), name="shape")
+    assert "shape[1] is 4 but expected 3" in message(check_value, (2, 4), (2, 3), name="shape")
+
+
+def test_a_list_where_the_exercise_asks_for_a_tuple_is_refused_and_a_shape_counts_as_one():
+    """The statement's word decides: a list is not a tuple; a torch.Size is a tuple (a subclass)."""
+    msg = message(check_value, [4, 0, 2], (4, 0, 2), name="where_is_max(A, B)")
+    assert msg.startswith("where_is_max(A, B) should be a tuple, but it is a list ([4, 0, 2])")
+    assert "`return a, b`" in msg
+    assert "should be a list, but it is a tuple" in message(check_value, (1, 2), [1, 2])
+    check_value(torch.Size([3, 4]), (3, 4))
+    check_value((3, 4), torch.Size([3, 4]))
+    assert "should be a tuple, but it is a str" in message(check_value, "ab", ("a", "b"))
+
+
+def test_nested_items_are_named_as_python_indexes_them():
+    assert message(check_value, ((1, 2), 3), ((1, 3), 3), name="f(x)").startswith("f(x)[0][1] is 2")
+    words = message(check_value, [("Linear", 3, 5)], [("Linear", 3, 4)], name="the layers of make_mlp([3, 4])")
+    assert words.startswith("item [0][2] of the layers of make_mlp([3, 4]) is 5 but expected 4")
+
+
+def test_a_number_where_a_tensor_is_expected_is_told_to_keep_the_tensor():
+    """`.item()` then torch.tensor(...) loses the dtype and the device: the hint says so, not "wrap it"."""
+    msg = message(check_tensor, 0.98, torch.tensor(0.98, dtype=torch.float64), name="r2_score(y_hat, y)")
+    assert "Return the tensor itself" in msg and "Wrap it" not in msg
+
+
+def test_the_device_hint_fits_a_function_that_takes_a_device_argument():
+    msg = message(check_tensor, torch.zeros(2), torch.zeros(2, device="meta"), name="checkerboard(1, 2, device='meta')")
+    assert "`device=device`" in msg and "DEVICE" in msg
 
 
 def test_raises_passes_on_the_right_error_and_keeps_it():
@@ -162,7 +190,7 @@ _FAILING_CELLS = {
     "check_tensor": ("answer = torch.zeros(5)\ncu.check_tensor(answer, torch.zeros(5, 1), name='the column')",
                      "the column has shape (5,) but expected (5, 1)"),
     "check_value": ("cu.check_value([1, 2.0], [1, 3.0], name='the pair')",
-                    "item 1 of the pair is 2.0 but expected 3.0"),
+                    "item [1] of the pair is 2.0 but expected 3.0"),
     "check_shape": ("cu.check_shape(torch.zeros(2, 3), (3, 2), name='the grid')",
                     "the grid has shape (2, 3) but expected (3, 2)"),
     "raises": ("with cu.raises(ValueError, match='too big'):\n    int('7')",
