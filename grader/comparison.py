@@ -156,10 +156,13 @@ def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol
     if _answer_error(checks.check_value, actual, expected, name=name, rel_tol=rel_tol, abs_tol=abs_tol) is None:
         return None
     if isinstance(expected, tuple | list | torch.Size) and isinstance(actual, tuple | list | torch.Size):
+        kind = checks.sequence_kind(actual, expected, name)  # names the learner's value only
+        if kind is not None:
+            return kind
         if len(actual) != len(expected):
             return f"{name} has {len(actual)} items but expected {len(expected)}."
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            why = _hidden_value(a, e, f"item {i} of {name}", rel_tol, abs_tol)
+            why = _hidden_value(a, e, checks.item_name(name, i), rel_tol, abs_tol)
             if why is not None:
                 return why
         return f"{name} differs from the solution's value on this hidden input."
@@ -237,7 +240,7 @@ def exception_name(qualified: str) -> str:
 
 def site_message(obs: dict, asserts: dict[int, Message]) -> str:
     """The test's own message for a failed assert or ``raise AnswerError``, values written in
-    only where they are plain data or text of the visible test."""
+    as the test formats them where they are plain data (see :func:`_plain`)."""
     site = obs.get("line")
     message = asserts.get(site) if type(site) is int else None
     if message is None or not message.parts:
@@ -249,26 +252,68 @@ def site_message(obs: dict, asserts: dict[int, Message]) -> str:
     except (Malformed, TypeError):
         decoded = ()
     values = list(decoded) if type(decoded) in (list, tuple) else []  # never a tensor's items one by one
+    formats = list(message.formats)
     out = []
     for part in message.parts:
         if part is not None:
             out.append(part)
-        else:
-            out.append(_plain(values.pop(0), message.visible) if values else "…")
+            continue
+        fmt = formats.pop(0) if formats else ("", "")
+        out.append(_plain(values.pop(0), message.visible, *fmt) if values else "…")
     return "".join(out)
 
 
-def _plain(value: Any, visible: str) -> str:
-    """A value as a test message shows it, or "…" when it could carry text from the process."""
-    if value is None or type(value) in (bool, int, float) or isinstance(value, torch.dtype | torch.device):
-        return _capped(str(value))
-    if isinstance(value, torch.Size | tuple | list) and all(type(v) in (int, bool) for v in value):
-        return _capped(str(tuple(value)) if not isinstance(value, list) else str(value))
-    if type(value) is str:
-        return value if value and value in visible else "…"
+_NP_DTYPE = re.compile(r"dtype\('([a-z]+[0-9]*)'\)")
+_NUMBERS = (bool, int, float, complex)
+
+
+def _data(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain data the grader built itself (numbers, bools, None, strings, dtypes,
+    devices, NumPy scalars and dtypes, and lists and tuples of those), or ``_NOT_PLAIN``."""
+    if value is None or type(value) in (*_NUMBERS, str) or isinstance(value, torch.dtype | torch.device):
+        return value
+    if isinstance(value, np.bool_ | np.number):
+        return value
+    if isinstance(value, Opaque) and value.kind.startswith("numpy.") and _NP_DTYPE.fullmatch(value.text):
+        try:
+            return np.dtype(_NP_DTYPE.fullmatch(value.text)[1])
+        except TypeError:
+            return _NOT_PLAIN
+    if isinstance(value, torch.Size):
+        return value
+    if type(value) in (list, tuple) and depth < 3:
+        items = [_data(v, depth + 1) for v in value]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else type(value)(items)
+    return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def _plain(value: Any, visible: str, conversion: str = "", spec: str = "") -> str:
+    """A value written into a test's message as the test formats it (``{x!r}``, ``{x:.3f}``),
+    cut to :data:`MAX_QUOTED` characters; "…" when it is no plain data.
+
+    Every value is rebuilt by the grader from the observation (:func:`grader.observations.decode`),
+    so what is formatted is the grader's own object: numbers, strings, dtypes, devices, NumPy
+    scalars and dtypes, lists and tuples of those. A string the visible test holds is written
+    as the test formats it; any other string is quoted as Python's repr quotes it, and cut."""
     if isinstance(value, torch.Tensor):
         return _capped(f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}")
-    return "…"
+    data = _data(value)
+    if data is _NOT_PLAIN:
+        return "…"
+    if type(data) is str:
+        text = "".join(c if c.isprintable() else " " for c in data)
+        if data and data in visible and data == text:
+            return repr(data) if conversion in ("r", "a") else data
+        return _capped(repr(text))
+    if conversion in ("r", "a"):
+        return _capped(repr(data))
+    try:
+        return _capped(format(data, spec))
+    except (TypeError, ValueError):
+        return _capped(str(data))
 
 
 #: Characters of a value the learner's process sent that a reason may quote.

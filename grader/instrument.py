@@ -32,6 +32,9 @@ class Message:
 
     parts: tuple[str | None, ...]
     visible: str = ""
+    #: how the test formats each value in (one per ``None`` part): its conversion (``"r"``,
+    #: ``"s"``, ``"a"`` or ``""``) and its format spec when the test wrote one as plain text
+    formats: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -60,8 +63,8 @@ class _Asserts(ast.NodeTransformer):
     def _site(self, msg: ast.expr | None) -> tuple[int, list[ast.expr]]:
         site = len(self.messages) + 1
         parts, values = _message(msg)
-        self.messages[site] = Message(tuple(parts), self.visible)
-        return site, values
+        self.messages[site] = Message(tuple(parts), self.visible, tuple(_format(v) for v in values))
+        return site, [v.value if isinstance(v, ast.FormattedValue) else v for v in values]
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         site, values = self._site(node.msg)
@@ -83,8 +86,19 @@ class _Asserts(ast.NodeTransformer):
         return [ast.copy_location(ast.Expr(value=call), node), node]
 
 
+def _format(value: ast.expr) -> tuple[str, str]:
+    """(conversion, format spec) of one value an f-string formats in; ("", "") for a plain one."""
+    if not isinstance(value, ast.FormattedValue):
+        return "", ""
+    conversion = chr(value.conversion) if value.conversion and value.conversion > 0 else ""
+    spec = value.format_spec
+    literal = isinstance(spec, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in spec.values)
+    return conversion, "".join(str(v.value) for v in spec.values) if literal else ""
+
+
 def _message(msg: ast.expr | None) -> tuple[list[str | None], list[ast.expr]]:
-    """The message as the test's author wrote it: literal parts, and the expressions formatted in."""
+    """The message as the test's author wrote it: literal parts, and the values formatted in (an
+    f-string's as their ``ast.FormattedValue``, for its conversion and format spec)."""
     if msg is None:
         return [], []
     if isinstance(msg, ast.Constant) and isinstance(msg.value, str):
@@ -97,7 +111,7 @@ def _message(msg: ast.expr | None) -> tuple[list[str | None], list[ast.expr]]:
                 parts.append(str(v.value))
             elif isinstance(v, ast.FormattedValue):
                 parts.append(None)
-                values.append(v.value)
+                values.append(v)
         return parts, values
     if isinstance(msg, ast.BinOp) and isinstance(msg.op, ast.Add):
         left, right = _message(msg.left), _message(msg.right)

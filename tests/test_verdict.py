@@ -175,11 +175,39 @@ def test_an_error_before_the_hidden_part_names_no_hidden_check():
 
 
 def test_values_in_a_tests_message_are_written_in_only_as_plain_data_or_visible_text():
+    """Plain data is written in as the test formats it; a string the visible test does not hold is
+    quoted and cut to 40 characters; anything else (an object, a tensor's items) is not written in."""
     src = "label = 'f(ones(3))'\nok = f(1)\nassert ok, f'{label} returned {ok!r} and {note}'\n"
     test = instrument.rewrite("test_ex1", src)
     ref = _record("assert", True, line=1)
-    got = _record("assert", False, line=1, values=("f(ones(3))", False, "SECRET source of a hidden test"))
+    got = _record("assert", False, line=1, values=("f(ones(3))", False, "SECRET source of a hidden test " * 3))
+    why = verdict.compare(got, ref, test.asserts)
+    assert why.startswith("f(ones(3)) returned False and 'SECRET source") and why.endswith("…")
+    assert len(why) == len("f(ones(3)) returned False and ") + observations_cap()
+    got = _record("assert", False, line=1, values=("f(ones(3))", False, checks.AnswerError("x")))
     assert verdict.compare(got, ref, test.asserts) == "f(ones(3)) returned False and …"
+
+
+def observations_cap() -> int:
+    from grader import comparison
+
+    return comparison.MAX_QUOTED
+
+
+@pytest.mark.parametrize(("src", "values", "says"), [
+    ("assert ok, f'minima are {lows} and maxima {highs}'", ([0.0, 0.5], [1.0, 1.0]), "minima are [0.0, 0.5] and maxima [1.0, 1.0]"),
+    ("assert ok, f'dtype {a.dtype}, but expected {b.dtype}'", (np.dtype("float64"), np.dtype("float32")), "dtype float64, but expected float32"),
+    ("assert ok, f'returned {got!r} of type {kind}'", (np.bool_(True), "numpy.bool"), "returned np.True_ of type 'numpy.bool'"),
+    ("assert ok, f'returned {got!r} but expected {want!r}'", (torch.device("mps"), torch.device("cuda")),
+     "returned device(type='mps') but expected device(type='cuda')"),
+    ("assert ok, f'e.g. torch.device({str(got)!r})'", ("mps",), "e.g. torch.device('mps')"),
+    ("assert ok, f'loss {loss:.3f}'", (0.123456,), "loss 0.123"),
+    ("assert ok, f'shape {x.shape}'", (torch.Size([2, 3]),), "shape torch.Size([2, 3])"),
+])
+def test_plain_data_is_written_in_as_python_formats_it(src, values, says):
+    test = instrument.rewrite("test_ex1", src + "\n")
+    why = verdict.compare(_record("assert", False, line=1, values=values), _record("assert", True, line=1), test.asserts)
+    assert why == says
 
 
 def test_a_cached_reference_depends_on_all_the_code_that_records_it(tmp_path):
@@ -399,8 +427,9 @@ HIDDEN = [
     ("value", 4, 0, "is 0"),
     ("value", 4.5, 1.5, "is 1.5"),
     ("value", (101, 202, 303), (101, 202), "has 2 items but expected 3"),
-    ("value", (7, 8), (7, 9), "item 1 of"),
-    ("value", [13.25], [1], "item 0 of"),
+    ("value", (7, 8), (7, 9), "f(hidden x)[1] is 9"),
+    ("value", [13.25], [1], "f(hidden x)[0] is 1"),
+    ("value", (3, 4), [3, 4], "should be a tuple, but it is a list"),
     ("value", 41.0, "text", "should be a float"),
     ("tensor", torch.tensor([1.0, 17.5, 3.0]), torch.tensor([1.0, 2.0, 3.0]), "1 of 3 values differ"),
     ("value", torch.tensor([5, 6]), torch.tensor([5, 9]), "1 of 2 values differ"),
