@@ -13,6 +13,7 @@ values, never from text the learner's process sent.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from dataclasses import asdict, dataclass
@@ -22,7 +23,7 @@ from nbformat import NotebookNode
 
 from course_utils.observe import SCHEMA
 from grader import cells, expectations, rules
-from grader.comparison import compare, site_message
+from grader.comparison import _capped, compare, site_message
 from grader.engines.execution import Execution
 from grader.instrument import Message, TestSource
 from grader.integrity import Finding
@@ -52,7 +53,8 @@ FRIENDLY = {
     "KeyboardInterrupt": "the cell was interrupted",
     "MemoryError": "the code used more memory than allowed",
 }
-UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError()"
+UNANSWERED = ("not answered yet: the answer cell still holds the line `raise NotImplementedError(...)`;"
+              " replace it with your answer and run the cell")
 _NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]{0,40})' is not defined")
 
 
@@ -92,27 +94,51 @@ def _exception(ename: str) -> str:
     return ename if ename in known_exceptions() else "an exception of a class defined in the notebook"
 
 
-def _error_reason(error: dict) -> tuple[str, str]:
-    """Status and reason for an error the learner's code left in a test cell.
+def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[str, str]:
+    """Status and reason for an error the learner's code left in a test cell, ``where`` it
+    stopped the test (" while checking <the reference's next check>", or "").
 
-    The error's name is repeated only when it is Python's or a library's; its message never is
-    (the learner's process wrote it). Memory is told from the name alone: a message can say anything."""
+    The error's name is repeated only when it is Python's or a library's, and its message then
+    only as its first line cut to 40 characters (:func:`_error_message`). Memory is told from
+    the name alone: a message can say anything."""
     ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
     if ename == "MemoryError" or (ename in ("RuntimeError", "OutOfMemoryError") and _out_of_memory(evalue)):
         return MEMORY, f"the code used more memory than allowed ({ename})"
     if ename not in known_exceptions():
-        return FAILED, "the code raised an exception of a class defined in the notebook"
+        return FAILED, f"the code raised an exception of a class defined in the notebook{where}"
     if ename in FRIENDLY:
         return FAILED, f"{ename}: {FRIENDLY[ename]}"
     if ename == "NotImplementedError" and evalue in ("", cells.STUB_MESSAGE):
-        return FAILED, f"{ename}: {UNANSWERED}"
+        return FAILED, UNANSWERED
     m = _NAME_ERROR.match(evalue)
     if ename == "NameError" and m:
         return FAILED, (
-            f"NameError: name '{m[1]}' is not defined (did its answer cell run? a syntax error"
+            f"NameError: name '{m[1]}' is not defined{where} (did its answer cell run? a syntax error"
             " there stops it from defining anything)"
         )
-    return FAILED, f"{ename} was raised (run the test cell in your notebook to see the message)"
+    message = _error_message(evalue)
+    said = f" with the message {message}" if message else ""
+    if where and hidden:
+        see = (": this input is one of the grader's hidden ones, so call your function on such an input"
+               " yourself to see the whole error and the line that raised it")
+    else:
+        see = " (run the test cell in your notebook to see the whole error and the line that raised it)"
+    return FAILED, f"{ename} was raised{said}{where}{see}"
+
+
+def _error_message(evalue: str) -> str:
+    """The first line of an error's message as a reason quotes it: printable characters only,
+    quoted as Python's repr quotes a string, cut to 40 characters.
+
+    The message is text the learner's process sent, and the reason is the grader's: it is shown
+    (the learner reads the error their code raised, and a hidden input's error cannot be read
+    anywhere else) only where nothing in it can be more than a learner could put in a value of
+    their own -- the class is Python's or a library's (the caller checks it), and the text is as
+    capped as any value a reason quotes. That process holds no expected value to leak: hidden
+    tests compute none there (:mod:`ci.hidden_lint`)."""
+    line = evalue.strip().split("\n", 1)[0].strip()
+    line = "".join(c if c.isprintable() else " " for c in line)
+    return _capped(repr(line)) if line else ""
 
 
 def _out_of_memory(evalue: str) -> bool:
@@ -132,6 +158,17 @@ def _where(refs: list[dict], i: int) -> str:
             except Malformed:
                 return ""
     return ""
+
+
+def _diverged(got: dict, ref: dict) -> bool:
+    """Whether the learner's check at this place is another one than the reference's: its name
+    (written from the check's input) differs. After an error, that is a run gone another way --
+    an input tried again after the error (hypothesis retries smaller ones), a loop left early --
+    so its value is no answer to the reference's input there, and the error decides."""
+    params, ref_params = got.get("params"), ref.get("params")
+    if not isinstance(params, dict) or not isinstance(ref_params, dict):
+        return True
+    return params.get("name") != ref_params.get("name")
 
 
 #: Kinds of observation that carry a value of the learner's answer. The others (``assert``,
@@ -176,7 +213,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
         if why is not None:
             if got[i].get("kind") == "fail":  # the test's own `raise AnswerError(...)` fired
                 return FAILED, site_message(got[i], asserts)
-            if error is not None and got[i].get("kind") != ref.get("kind"):
+            if error is not None and (got[i].get("kind") != ref.get("kind") or _diverged(got[i], ref)):
                 return _stopped_by(error, refs, i)
             return FAILED, why
     if len(got) > len(refs):
@@ -204,8 +241,46 @@ def _text_size(got: list[Any], refs: list[dict]) -> int:
 
 def _stopped_by(error: dict, refs: list[dict], i: int) -> tuple[str, str]:
     """(status, reason) for an error that stopped the test before the reference's i-th check."""
-    status, reason = _error_reason(error)
-    return status, reason + (_where(refs, i) if status == FAILED else "")
+    hidden = any(ref.get("kind") == "phase" for ref in refs[:i])
+    return _error_reason(error, _where(refs, i), hidden)
+
+
+def syntax_error(nb: NotebookNode, test_index: int) -> str | None:
+    """The reason for a test whose answer cell (the one before it) has a syntax error, from the
+    grader's own parse of the cell's source (never from what the learner's process printed):
+    "your answer cell has a syntax error at line N", N counted as the learner's cell shows it."""
+    for cell in reversed(nb.cells[:test_index]):
+        if cells.is_test(cell):
+            return None
+        if cells.is_solution(cell) and cell.get("cell_type") == "code":
+            found = _parse_error(cells.source_text(cell))
+            if found is not None:
+                kind, line = found
+                at = f" at line {line}" if line else ""
+                return (f"your answer cell has a syntax error{at} ({kind}), so Python ran none of it and"
+                        " nothing in it was defined: fix that line and run the cell again")
+    return None
+
+
+def _parse_error(source: str) -> tuple[str, int | None] | None:
+    """(SyntaxError, IndentationError or TabError; its line) when ``source`` does not parse as
+    a notebook cell (IPython's magics allowed); None when it does, or when the grader cannot tell."""
+    try:
+        ast.parse(source)
+        return None
+    except SyntaxError as exc:
+        kind, line = type(exc).__name__, exc.lineno
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    try:  # a magic (`%time`, `!pip`) is no syntax error in a notebook: parse what IPython runs
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        ast.parse(TransformerManager().transform_cell(source))
+        return None
+    except SyntaxError:
+        return kind, line if isinstance(line, int) and 0 < line <= source.count("\n") + 1 else None
+    except Exception:  # noqa: BLE001 - a cell IPython cannot transform: no claim either way
+        return None
 
 
 def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
@@ -261,6 +336,9 @@ def score(
             status, reason = NO_REFERENCE, "the chapter's solution does not pass this test: an instructor must fix it"
         else:
             status, reason = judge(cell, reference[gid], tests[gid].asserts)
+            broken_cell = syntax_error(execution.nb, index) if status == FAILED else None
+            if broken_cell is not None:
+                reason = broken_cell
         rule = tests[gid].rule if gid in tests else None
         if status == PASSED and rule is not None:  # how it is written, read from its source
             broken = rules.violation(execution.nb, rule)

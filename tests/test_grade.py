@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import cells, export, feedback, grade, samples
+from grader import cells, export, feedback, grade, samples, verdict
 from grader.gradebook import open_gradebook
 from grader.release import dumps
 
@@ -78,15 +78,11 @@ def test_sample_class_scores_full_partial_zero_zero(graded):
 
 def test_failure_reasons_name_the_error(graded):
     r = graded["reports"]
-    assert {t["reason"] for t in r["carol"].tests} == {
-        "NotImplementedError: not answered yet: the answer cell still raises NotImplementedError()"
-        " while checking double([1., 2.])",
-        "NotImplementedError: not answered yet: the answer cell still raises NotImplementedError()"
-        " while checking row_sums(ones(2, 3))",
-    }
+    assert {t["reason"] for t in r["carol"].tests} == {verdict.UNANSWERED}
+    assert verdict.UNANSWERED.startswith("not answered yet")
     assert "syntax error in cell" in r["dave"].message, "the instructor's table says why dave scored 0"
     dave = {t["grade_id"]: t["reason"] for t in r["dave"].tests}
-    assert dave["test_ex1_double"].startswith("NameError: name 'double' is not defined")
+    assert dave["test_ex1_double"].startswith("your answer cell has a syntax error at line ")
 
 
 def test_stderr_output_does_not_zero_a_test(graded):

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from nbformat.v4 import new_code_cell, new_output
+from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from course_utils import checks, observe
-from grader import expectations, instrument, observations, verdict
+from grader import cells, expectations, instrument, observations, verdict
 
 VALUES = [
     None, True, 0, -(10**30), 1.5, float("inf"), "text", (1, [2, 3]), {"a": 1, 2: (3,)},
@@ -146,10 +146,57 @@ def test_a_cell_passes_only_with_every_observation_and_its_end():
     assert status == verdict.FAILED
 
 
-def test_a_learners_error_message_never_reaches_the_reason():
+def test_a_learners_error_message_reaches_the_reason_only_as_its_first_line_cut_to_40_characters():
     refs = [_record("begin", None), _record("value", 2, name="n(5)"), _record("end", None)]
-    status, why = verdict.judge(_cell(refs[0], error=("ValueError", "SECRET hidden source")), refs, {})
-    assert "SECRET" not in why and "ValueError" in why and "n(5)" in why
+    message = "SECRET hidden source " * 10 + "\nsecond line"
+    status, why = verdict.judge(_cell(refs[0], error=("ValueError", message)), refs, {})
+    assert status == verdict.FAILED and "ValueError was raised with the message 'SECRET" in why and "n(5)" in why
+    quoted = why.split("with the message ", 1)[1].split(" while checking", 1)[0]
+    assert "second" not in why and len(quoted) == 40 and quoted.endswith("…")
+    status, why = verdict.judge(_cell(refs[0], error=("Leaked_7", "SECRET")), refs, {})
+    assert "SECRET" not in why and "Leaked" not in why and "class defined in the notebook" in why
+
+
+def test_an_error_on_a_hidden_input_names_the_input_its_type_and_how_to_see_it():
+    refs = [_record("begin", None), _record("phase", "hidden"), _record("value", 8, name="f(10**6)"), _record("end", None)]
+    status, why = verdict.judge(_cell(*refs[:2], error=("TypeError", "unsupported operand")), refs, {})
+    assert why.startswith("TypeError was raised with the message 'unsupported operand' while checking f(10**6)")
+    assert "hidden" in why and "run the test cell" not in why
+
+
+def test_an_untouched_exercise_reads_not_answered_yet_wherever_it_stops_the_test():
+    refs = [_record("begin", None), _record("value", 2, name="minmax_rows(S)"), _record("end", None)]
+    for error in (("NotImplementedError", cells.STUB_MESSAGE), ("NotImplementedError", "")):
+        assert verdict.judge(_cell(refs[0], error=error), refs, {}) == (verdict.FAILED, verdict.UNANSWERED)
+    assert verdict.UNANSWERED.startswith("not answered yet") and "while checking" not in verdict.UNANSWERED
+    status, why = verdict.judge(_cell(refs[0], error=("NotImplementedError", "my own words")), refs, {})
+    assert not why.startswith("not answered")
+
+
+def test_a_value_from_a_run_gone_another_way_after_an_error_is_not_told_as_the_answer():
+    """hypothesis tries other inputs after an error: the first value that differs then comes from
+    one of them (its check's name says so), and the error, not that value, is the reason."""
+    refs = [_record("begin", None), _record("phase", "hidden"), _record("value", 3, name="f(1)"),
+            _record("value", 8, name="f(1782)"), _record("value", 2, name="f(5)"), _record("end", None)]
+    got = [*refs[:3], _record("value", 1, name="f(1, shrunk)")]
+    status, why = verdict.judge(_cell(*got, error=("TypeError", "too many")), refs, {})
+    assert why.startswith("TypeError was raised") and "while checking f(1782)" in why and "is 1" not in why
+    wrong = [*refs[:3], _record("value", 9, name="f(1782)")]  # the same check, a wrong value: told as such
+    assert "is 9" in verdict.judge(_cell(*wrong, error=("TypeError", "late")), refs, {})[1]
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("# [answer: ex1] keep this line\ndef f(x):\n    return (x\n", "syntax error at line 3 (SyntaxError)"),
+    ("def f(x):\nreturn x\n", "syntax error at line 2 (IndentationError)"),
+])
+def test_a_syntax_error_in_the_answer_cell_is_told_with_its_line_from_the_graders_own_parse(source, says):
+    nb = new_notebook(cells=[
+        new_code_cell(source, metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "ex1"}}),
+        new_code_cell("", metadata={"nbgrader": {"grade": True, "grade_id": "t", "points": 1, "solution": False}}),
+    ])
+    assert says in verdict.syntax_error(nb, 1) and "SyntaxError" in verdict.syntax_error(nb, 1) + "SyntaxError"
+    nb.cells[0].source = "%time y = 1\ndef f(x):\n    return x\n"  # a magic is no syntax error
+    assert verdict.syntax_error(nb, 1) is None
 
 
 def test_a_tests_own_answer_error_gives_its_own_wording():
