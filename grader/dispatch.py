@@ -7,15 +7,25 @@ notebook and what happened; the coordinator scores it (:mod:`grader.verdict`).
 from __future__ import annotations
 
 import concurrent.futures
+import copy
+import logging
 import multiprocessing
+import os
+import queue
+import shutil
 import signal
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import nbformat
 
-from grader.engines.execution import ExecOptions, Execution
+from grader.engines.execution import ExecOptions, Execution, Stops, set_current_stops
 from grader.engines.kernel import execute
+
+log = logging.getLogger(__name__)
 
 #: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
 #: ``fork`` (children of a warm interpreter, see grader.engines.fork). Both give the same grades.
@@ -23,15 +33,139 @@ ENGINES = ("fork", "kernel")
 DEFAULT_ENGINE = "fork"
 
 
-def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: str) -> Execution:
-    """Run ``nb`` with the given engine (see :func:`grader.engines.kernel.execute`)."""
-    if engine == "fork":
-        from grader.engines import fork
+#: the status line of a submission whose execution the grader gave up on
+STALLED = "the grader stopped a stalled submission"
 
-        return fork.execute(nb, options)
-    if engine == "kernel":
+
+def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: str) -> Execution:
+    """Run ``nb`` with the given engine (see :func:`grader.engines.kernel.execute`), watched.
+
+    The engine runs in a helper thread, and this thread waits for it at most
+    :func:`stall_limit` seconds: the submission's own budget (ten cell timeouts, at least 300 s,
+    or ``submission_timeout``), one cell timeout and :data:`~grader.engines.execution.STALL_MARGIN`.
+    Past that, whatever the engine waits for will not come: what it started is killed (the
+    hooks it registered with :func:`grader.engines.execution.on_stop`), the helper is left
+    behind, and the execution is returned with ``error`` saying :data:`STALLED` -- one
+    submission's error, never a hung batch.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    limit = stall_limit(options)
+    stops = Stops()
+    started = time.monotonic()
+    job = _Helper.get().submit(_run_engine, nb, options, engine, stops)
+    try:
+        finished = job.wait(limit)
+    except BaseException:  # Ctrl-C while waiting: what the execution started dies with it
+        stops.fire()
+        _Helper.drop()
+        raise
+    if finished:
+        return job.result()
+    stops.fire()
+    _Helper.drop()  # its thread may never come back: the next execution gets a new one
+    took = time.monotonic() - started
+    log.error("%s: its execution took %.0f s, past the %.0f s it may take; what it started was killed",
+              STALLED, took, limit)
+    return Execution(nb=_snapshot(nb), error=stalled_reason(took, options))
+
+
+def stall_limit(options: ExecOptions) -> float:
+    """Seconds one execution may take before :func:`execute_notebook` gives it up."""
+    return options.stall_seconds()
+
+
+def stalled_reason(took: float, options: ExecOptions) -> str:
+    return (f"{STALLED}: its execution took {took:.0f} s, past its budget of {options.budget_seconds():.0f} s "
+            "plus a margin; what it had started was killed")
+
+
+def _run_engine(nb: nbformat.NotebookNode, options: ExecOptions, engine: str, stops: Stops) -> Execution:
+    set_current_stops(stops)
+    try:
+        if engine == "fork":
+            from grader.engines import fork
+
+            return fork.execute(nb, options)
         return execute(nb, options)
-    raise ValueError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    finally:
+        set_current_stops(None)
+
+
+def _snapshot(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of a notebook that a stalled thread may still be writing outputs into."""
+    for _ in range(5):
+        try:
+            return copy.deepcopy(nb)
+        except RuntimeError:  # changed while copied
+            time.sleep(0.05)
+    bare = nbformat.v4.new_notebook(metadata=copy.deepcopy(dict(nb.get("metadata", {}))))
+    for cell in list(nb.get("cells", [])):
+        fresh = nbformat.NotebookNode({k: copy.deepcopy(v) for k, v in dict(cell).items() if k != "outputs"})
+        if fresh.get("cell_type") == "code":
+            fresh["outputs"] = []
+        bare.cells.append(fresh)
+    return bare
+
+
+class _Job:
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.done = threading.Event()
+        self.value: Any = None
+        self.exc: BaseException | None = None
+
+    def wait(self, timeout: float) -> bool:
+        return self.done.wait(timeout)
+
+    def result(self) -> Any:
+        if self.exc is not None:
+            raise self.exc
+        return self.value
+
+
+class _Helper:
+    """A daemon thread that runs one calling thread's executions, one at a time, and is kept for
+    the next (an engine's event loop lives in its thread). One that stalls is dropped and never
+    joined: not a ``ThreadPoolExecutor``, whose threads the interpreter waits for at exit."""
+
+    _local = threading.local()
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="execute", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> _Helper:
+        helper = getattr(cls._local, "helper", None)
+        if helper is None or not helper.thread.is_alive():
+            helper = cls._local.helper = cls()
+        return helper
+
+    @classmethod
+    def drop(cls) -> None:
+        helper = getattr(cls._local, "helper", None)
+        cls._local.helper = None
+        if helper is not None:
+            helper.jobs.put(None)  # it ends after the job it is stuck in, if that ever ends
+
+    def submit(self, fn: Callable, *args) -> _Job:
+        job = _Job(fn, args)
+        self.jobs.put(job)
+        return job
+
+    def _serve(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            try:
+                job.value = job.fn(*job.args)
+            except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
+                job.exc = exc
+            finally:
+                job.done.set()
 
 
 def run_one(payload: tuple) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
@@ -70,6 +204,11 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
     children of its own warm server, which do the work. ``on_idle`` is called when the
     coordinator is about to wait for workers with no result ready (with ``jobs`` 1: before each
     execution, which the coordinator waits for).
+
+    No submission can hang the batch: each execution is watched (:func:`execute_notebook`), and a
+    worker process whose submission is :data:`BACKSTOP` seconds past even that (a process wedged
+    as a whole) is killed from here, its submission recorded as :data:`STALLED`, and the others
+    it took down with the pool are run again in a fresh one.
     """
     if scheduler:
         from grader import distributed
@@ -86,28 +225,167 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
         return
     if engine == "fork":
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
-    else:
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                      initializer=_leave_interrupts_to_the_coordinator)
-    broken = []
-    try:
-        for item, future in _as_submitted(pool, todo, engine, on_idle):
+        try:
+            for item, future in _as_submitted(pool, todo, engine, on_idle):
+                try:
+                    yield item[0], item[2], future.result()
+                except Exception as exc:
+                    yield item[0], item[2], exc
+        except BaseException:  # Ctrl-C, or the coordinator stopped reading: stop at once, start nothing more
+            _abandon(pool, engine)
+            raise
+        pool.shutdown()
+        return
+    yield from _ProcessJobs(jobs, engine, on_idle).run(todo)
+
+
+#: seconds past :func:`stall_limit` after which the coordinator kills a kernel-engine worker process
+#: still running the submission (its own watchdog, in that process, should have answered long before)
+BACKSTOP = 60
+#: how often the coordinator looks at its workers while it waits (seconds)
+TICK = 1.0
+
+
+def _worker_init(level: str, mode: str | None) -> None:
+    """A pool worker: leaves Ctrl-C to the coordinator, and takes the coordinator's findings on
+    bubblewrap and cgroups instead of probing again (see :func:`grader.engines.sandbox.assume_level`)."""
+    from grader.engines import budget, sandbox
+
+    _leave_interrupts_to_the_coordinator()
+    sandbox.assume_level(level)
+    budget.assume_mode(mode)
+
+
+def _pool_job(payload: tuple, token: str, started: str):
+    """In a pool worker: say which process runs the job, and from when (a file the coordinator
+    reads, named ``token`` in its folder ``started``), then run it."""
+    path = os.path.join(started, token)
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    return run_one(payload)
+
+
+class _ProcessJobs:
+    """The kernel engine's worker processes, each running one submission at a time, watched."""
+
+    def __init__(self, jobs: int, engine: str, on_idle: Callable[[], None]):
+        self.jobs, self.engine, self.on_idle = jobs, engine, on_idle
+        self.started = tempfile.mkdtemp(prefix="course-jobs-")
+        self.pending: dict[concurrent.futures.Future, tuple] = {}
+        self.tokens: dict[concurrent.futures.Future, str] = {}
+        self.count = 0
+        self.looked = 0.0  # when _stalled last looked
+        from grader.engines.budget import cgroup_mode
+        from grader.engines.sandbox import sandbox_level
+
+        self.findings = (sandbox_level(), cgroup_mode())
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        return concurrent.futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_worker_init, initargs=self.findings)
+
+    def _submit(self, item: tuple) -> None:
+        self.count += 1
+        token = str(self.count)
+        try:
+            future = self.pool.submit(_pool_job, item[1:2] + item[3:] + (self.engine,), token, self.started)
+        except concurrent.futures.process.BrokenProcessPool:
+            future = concurrent.futures.Future()
+            future.set_exception(concurrent.futures.process.BrokenProcessPool("the worker pool broke"))
+        self.pending[future] = item
+        self.tokens[future] = token
+
+    def run(self, todo: Iterable[tuple]) -> Iterator[tuple]:
+        broken = []
+        try:
+            for item in todo:
+                self._submit(item)
+                yield from self._finished(broken, wait=False)
+            while self.pending:
+                yield from self._finished(broken, wait=True)
+        except BaseException:  # Ctrl-C, or the coordinator stopped reading: stop at once, start nothing more
+            _abandon(self.pool, self.engine)
+            raise
+        finally:
+            shutil.rmtree(self.started, ignore_errors=True)
+        self.pool.shutdown()
+        for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
+            with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                        initializer=_worker_init, initargs=self.findings) as pool:
+                try:
+                    yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (self.engine,)).result()
+                except Exception as exc:
+                    yield item[0], item[2], exc
+
+    def _finished(self, broken: list, wait: bool) -> Iterator[tuple]:
+        """Yield what finished (waiting up to :data:`TICK` for something with ``wait``), and the
+        submissions the watch gave up on."""
+        if wait and not any(f.done() for f in self.pending):
+            self.on_idle()
+            concurrent.futures.wait(self.pending, timeout=TICK, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in [f for f in self.pending if f.done()]:
+            item = self.pending.pop(future)
+            self._forget(future)
             try:
                 yield item[0], item[2], future.result()
             except concurrent.futures.process.BrokenProcessPool:
                 broken.append(item)
             except Exception as exc:
                 yield item[0], item[2], exc
-    except BaseException:  # Ctrl-C, or the coordinator stopped reading: stop at once, start nothing more
-        _abandon(pool, engine)
-        raise
-    pool.shutdown()
-    for item in broken:  # one at a time, each in a fresh process: a crash costs only its own
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from self._stalled()
+
+    def _forget(self, future: concurrent.futures.Future) -> None:
+        token = self.tokens.pop(future, None)
+        if token is not None:
             try:
-                yield item[0], item[2], pool.submit(run_one, item[1:2] + item[3:] + (engine,)).result()
-            except Exception as exc:
-                yield item[0], item[2], exc
+                os.unlink(os.path.join(self.started, token))
+            except OSError:
+                pass
+
+    def _stalled(self) -> Iterator[tuple]:
+        """Kill the worker of a submission far past its limit; run the others it takes down again."""
+        now = time.time()
+        if now - self.looked < TICK:
+            return
+        self.looked = now
+        for future, item in list(self.pending.items()):
+            path = os.path.join(self.started, self.tokens[future])
+            try:
+                began = os.stat(path).st_mtime
+                with open(path) as f:
+                    pid = int(f.read())
+            except (OSError, ValueError):
+                continue  # not started yet
+            options = ExecOptions(**item[3])
+            if now - began <= stall_limit(options) + BACKSTOP:
+                continue
+            log.error("%s: worker process %d ran %s for %.0f s and did not stop it; the pool's processes are killed",
+                      STALLED, pid, getattr(item[0], "key", item[0]), now - began)
+            self._replace_pool()
+            nb, info = item[1], {"error": stalled_reason(now - began, options), "timed_out": [], "died": [],
+                                 "not_run_from": None, "tampered": {}, "restarts": 0,
+                                 "cell_timeout": item[3].get("cell_timeout")}
+            others = [i for f, i in self.pending.items() if f is not future]
+            for f in list(self.pending):
+                self._forget(f)
+            self.pending.clear()
+            yield item[0], item[2], (nb, info)
+            for other in others:  # killed with the pool: their results were not recorded
+                self._submit(other)
+            return
+
+    def _replace_pool(self) -> None:
+        """Kill every worker of the pool and what it started (a kernel without bubblewrap outlives
+        its worker otherwise), and start a fresh pool."""
+        from grader.engines.budget import kill_tree
+
+        workers = list(getattr(self.pool, "_processes", {}) or {})
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for pid in workers:
+            kill_tree(pid)
+        self.pool = self._new_pool()
 
 
 def _leave_interrupts_to_the_coordinator() -> None:
@@ -121,11 +399,19 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
     so a rerun grades them."""
     pool.shutdown(wait=False, cancel_futures=True)
     if isinstance(pool, concurrent.futures.ProcessPoolExecutor):
+        from grader.engines.budget import descendants
+
         workers = multiprocessing.active_children()  # the pool's workers
+        below = [p for child in workers if child.pid for p in descendants(child.pid)[1:]]
         for child in workers:
             child.kill()
         for child in workers:
             child.join(timeout=5)
+        for pid in below:  # a kernel without bubblewrap does not die with its worker
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         # A kernel dies with its worker (bubblewrap's --die-with-parent), except one whose sandbox was
         # still starting: it lives in its submission's cgroup, which a dead worker leaves behind.
         from grader.engines.budget import cgroup_mode, sweep_stale

@@ -113,3 +113,113 @@ def test_an_output_off_nbformats_schema_is_cleaned_before_nbclient_sees_it():
     error = _schema_content("error", {"ename": 3, "evalue": None, "traceback": "x"})
     assert error == {"ename": "3", "evalue": "None", "traceback": []}
     assert _schema_content("display_data", "not a dict") == {}
+
+
+# --- a stalled execution never hangs the batch ------------------------------------------------
+
+STALL_MARK = "# the engine stalls on this one"
+
+
+def _stall_batch(tmp_path: Path) -> tuple[Path, Path]:
+    solutions = tmp_path / "solutions"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", solutions)
+    subs = tmp_path / "subs"
+    samples.write_samples(subs, solutions_dir=solutions)
+    nb = samples.make_submission(CH, {"ex1_double": STALL_MARK + "\n" + BODY + "    return x * 2", "ex2_row_sums": S},
+                                 solutions_dir=solutions)
+    (subs / "aaron" / CH).mkdir(parents=True)  # first: the others run (or wait) beside it
+    (subs / "aaron" / CH / "mini.ipynb").write_text(dumps(nb))
+    return subs, solutions
+
+
+def _stalling_engine(stopped: list):
+    """An engine that returns at once (nothing runs), except on the marked submission, where it
+    waits for ever -- until the grader fires the stop hook it registered."""
+    import threading
+
+    from grader.engines.execution import Execution, on_stop
+
+    def engine(nb, options):
+        if any(STALL_MARK in c.source for c in nb.cells):
+            woken = threading.Event()
+            on_stop(woken.set)
+            woken.wait()
+            stopped.append(True)
+            raise RuntimeError("killed")  # what an engine meets once its kernels are dead
+        return Execution(nb=nb)
+
+    return engine
+
+
+@pytest.mark.parametrize("engine, jobs", [("kernel", 1), ("fork", 2)])
+def test_a_stalled_execution_is_stopped_and_recorded_and_the_batch_completes(tmp_path, monkeypatch, engine, jobs):
+    import time
+
+    from grader import dispatch
+    from grader.engines import fork, forkpool
+
+    stopped: list = []
+    monkeypatch.setattr(dispatch, "execute", _stalling_engine(stopped))
+    monkeypatch.setattr(fork, "execute", _stalling_engine(stopped))
+    monkeypatch.setattr(forkpool, "prestart", lambda *a, **k: None)
+    monkeypatch.setattr(dispatch, "stall_limit", lambda options: 1.5)
+    subs, solutions = _stall_batch(tmp_path)
+    start = time.monotonic()
+    reports = {r.student: r for r in grade.main(subs, tmp_path / "work", jobs=jobs, engine=engine, solutions_dir=solutions)}
+    assert time.monotonic() - start < 60
+    stuck = reports.pop("aaron")
+    assert stuck.status == "error" and dispatch.STALLED in stuck.message, stuck.message
+    assert all(t["status"] == "not run" for t in stuck.tests)
+    assert {r.status for r in reports.values()} == {"graded"} and len(reports) == 4
+    deadline = time.monotonic() + 5
+    while not stopped and time.monotonic() < deadline:  # the engine's own stop hook was fired
+        time.sleep(0.05)
+    assert stopped == [True]
+
+
+def test_a_wedged_worker_process_is_killed_by_the_coordinator_and_the_others_run_again(tmp_path, monkeypatch):
+    """The kernel engine's submissions run in worker processes; one whose process does not answer at
+    all (its own watch included) is killed from the coordinator, and the submissions the broken pool
+    took with it are run again."""
+    import sys
+    import time
+
+    from grader import dispatch
+
+    helper = tmp_path / "wedge_helper.py"
+    helper.write_text(
+        "import time\n"
+        f"MARK = {STALL_MARK!r}\n"
+        "def job(payload, token, started):\n"
+        "    nb = payload[0]\n"
+        "    if any(MARK in c.source for c in nb.cells):\n"
+        "        import os, signal\n"
+        "        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "        open(f'{started}/{token}', 'w').write(str(os.getpid()))\n"
+        f"        open({str(tmp_path / 'wedged.pid')!r}, 'w').write(str(os.getpid()))\n"
+        "        while True:\n"
+        "            time.sleep(1)\n"
+        f"    open({str(tmp_path / 'runs.txt')!r}, 'a').write('run\\n')\n"
+        "    time.sleep(1.0)  # still running when the pool is killed: run again in the fresh one\n"
+        "    from grader.engines.execution import Execution\n"
+        "    return Execution(nb=nb).nb, {'timed_out': [], 'died': [], 'not_run_from': None, 'tampered': {},\n"
+        "                                 'restarts': 0, 'error': None, 'cell_timeout': 3}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import wedge_helper
+
+    monkeypatch.setattr(dispatch, "_pool_job", wedge_helper.job)
+    monkeypatch.setattr(dispatch, "stall_limit", lambda options: 1.0)
+    monkeypatch.setattr(dispatch, "BACKSTOP", 1.0)
+    monkeypatch.setattr(dispatch, "TICK", 0.2)
+    monkeypatch.setattr(grade.reference, "run_all", lambda chapters, *a, **k: ({c: {} for c in chapters}, []))
+    subs, solutions = _stall_batch(tmp_path)
+    start = time.monotonic()
+    reports = {r.student: r for r in grade.main(subs, tmp_path / "work", jobs=2, engine="kernel", solutions_dir=solutions)}
+    assert time.monotonic() - start < 120
+    stuck = reports.pop("aaron")
+    assert stuck.status == "error" and dispatch.STALLED in stuck.message, stuck.message
+    assert len(reports) == 4 and not any(dispatch.STALLED in (r.message or "") for r in reports.values())
+    assert sys.modules.get("wedge_helper") is wedge_helper
+    assert len((tmp_path / "runs.txt").read_text().split()) > 4, "no submission was taken down and run again"
+    wedged = int((tmp_path / "wedged.pid").read_text())
+    assert not Path(f"/proc/{wedged}").exists() or Path(f"/proc/{wedged}/stat").read_text().split(") ")[1][0] == "Z"

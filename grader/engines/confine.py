@@ -6,9 +6,10 @@ together, sets the per-process limits (address space, no core dumps) and ``exec`
 ``--seccomp``, CMD is bubblewrap and gets ``--seccomp FD``: an inherited file holding
 :func:`grader.engines.seccomp.keyring_filter`.
 
-``python -m grader.engines.confine --kernel ARGS...`` is the other end, inside the sandbox: it makes the
-kernel process not dumpable (no other process of the sandbox can read its memory through
-``/proc`` or ptrace it) and runs ``ipykernel_launcher ARGS``.
+``python -m grader.engines.confine --kernel [--nproc N] ARGS...`` is the other end, inside the sandbox: it
+makes the kernel process not dumpable (no other process of the sandbox can read its memory through
+``/proc`` or ptrace it), with ``--nproc`` caps the processes and threads of the sandbox at N
+(``RLIMIT_NPROC``, see :func:`cap_processes`), and runs ``ipykernel_launcher ARGS``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ def set_limits(memory_mb: int | None, data_only: bool = False) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def cap_processes(count: int) -> None:
+    """Cap the processes and threads of this sandbox at ``count`` (``RLIMIT_NPROC``).
+
+    Set inside bubblewrap's user namespace, not before it: the kernel counts a user's processes
+    per user namespace, and checks the count of each namespace up to the host's, each against the
+    limit its creator had. Set here, the count is the sandbox's own processes (a host user's other
+    processes, other sandboxes' included, count against the limit bubblewrap started with).
+    Linux does not apply ``RLIMIT_NPROC`` to processes whose real user is the host's root, and the
+    sandbox's uid 1000 maps to the user who started the grader: where that is root (CI, the GPU
+    machines), the cap is set but does not hold, and only a cgroup or the grader's watch of the
+    process tree (:class:`grader.engines.budget.TreeWatch`) caps the count."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (count, count))
+
+
 def not_dumpable() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -53,6 +68,11 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--kernel"]:
         import runpy
 
+        argv = argv[1:]
+        if argv[:1] == ["--nproc"]:
+            cap_processes(int(argv[1]))
+            argv = argv[2:]
+        argv = ["--kernel", *argv]
         not_dumpable()
         # in its pid namespace the kernel's parent is the sandbox's init (pid 1), which ipykernel's
         # parent poller takes for "the parent exited": bwrap --die-with-parent does that job. Pid 1

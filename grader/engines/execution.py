@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +15,13 @@ from nbformat import NotebookNode
 
 TIMEOUT_ENAME = "CellTimeoutError"
 PROBE_TIMEOUT = 5
+
+#: seconds past a submission's own budget (:meth:`ExecOptions.budget_seconds`, plus one cell
+#: timeout) after which the grader stops waiting for its execution (:func:`grader.dispatch.execute_notebook`):
+#: later than the kernel engine's own watchdog, which kills the kernels 30 s past that point
+STALL_MARGIN = 90
+
+log = logging.getLogger(__name__)
 
 #: Options that change where or how fast a submission runs, never its grade: left out of what a
 #: recorded result depends on and of the options a workspace remembers.
@@ -42,6 +52,10 @@ class ExecOptions:
 
     def budget_seconds(self) -> float:
         return float(self.submission_timeout or max(300, 10 * self.cell_timeout))
+
+    def stall_seconds(self) -> float:
+        """How long one execution may take before the grader stops it as stalled."""
+        return self.budget_seconds() + self.cell_timeout + STALL_MARGIN
 
 
 @dataclass
@@ -80,3 +94,56 @@ def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(options.extra_env)
     return env
+
+
+# -- stopping an execution from outside (the dispatch's watchdog) ------------------------------
+
+class Stops:
+    """What stops one execution: the engine running it registers (:func:`on_stop`) how to kill what
+    it started (kernels, a fork child); the watchdog that gives up on the execution fires them."""
+
+    def __init__(self) -> None:
+        self._hooks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self.fired = False
+
+    def add(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            if not self.fired:
+                self._hooks.append(hook)
+                return
+        hook()  # already stopped: whatever starts now is stopped at once
+
+    def fire(self) -> None:
+        with self._lock:
+            self.fired, hooks = True, list(self._hooks)
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 -- the others must run too
+                log.exception("stopping an execution failed")
+
+
+_running = threading.local()
+
+
+def current_stops() -> Stops | None:
+    """The :class:`Stops` of the execution running in this thread (None outside one)."""
+    return getattr(_running, "stops", None)
+
+
+def set_current_stops(stops: Stops | None) -> None:
+    _running.stops = stops
+
+
+def on_stop(hook: Callable[[], None]) -> None:
+    """Have ``hook`` called if the execution running in this thread is given up as stalled."""
+    stops = current_stops()
+    if stops is not None:
+        stops.add(hook)
+
+
+def stopped() -> bool:
+    """Whether the execution running in this thread was given up (start nothing more for it)."""
+    stops = current_stops()
+    return stops is not None and stops.fired

@@ -23,8 +23,8 @@ import time
 from nbformat import NotebookNode
 
 from grader import cells, integrity
-from grader.engines.budget import Budget, cgroup_mode
-from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution
+from grader.engines.budget import Budget, TreeWatch, cgroup_mode
+from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution, on_stop
 from grader.engines.forkpool import Lease, Server, StartError, Stopped, lease, stopped
 from grader.engines.sandbox import budget_mb, process_cap
 from grader.engines.wire import recv, send
@@ -215,8 +215,11 @@ class _Runner:
         # one cgroup for every child of this submission: memory of all its processes (tmpfs and
         # shm included) and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
+        self.child: Child | None = None
+        self.stopped = False  # given up as stalled (grader.dispatch): no child is started again
 
     def run(self) -> Execution:
+        on_stop(self._stop)
         try:
             return self._run()
         finally:
@@ -228,7 +231,7 @@ class _Runner:
         done: list[int] = []  # learner/demo cells that ran, replayed in a new child
         position = sessions = 0
         while position < len(code_cells):
-            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline:
+            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline or self.stopped:
                 self.result.not_run_from = code_cells[position]
                 break
             sessions += 1
@@ -244,16 +247,34 @@ class _Runner:
                     break
                 self.result.restarts += 1
                 continue
+            self.child = child
+            # without a cgroup: the memory and number of the child's processes watched instead
+            watch = (TreeWatch(child.pid, budget_mb(self.options.memory_mb, self.options.device)).start()
+                     if self.budget is None and self.options.isolate and child.pid else None)
             try:
-                if self._replay(child, done):
+                if self.stopped:
+                    child.kill()
+                elif self._replay(child, done):
                     position = self._run_cells(child, code_cells, position, done)
                 else:
                     self.result.restarts += 1
             finally:
+                self.child = None
+                if watch is not None:
+                    watch.stop()
                 child.close(wait=EXIT_WAIT if self.budget is not None else 0.0)
                 if self.budget is not None:
                     self.budget.kill_all()  # nothing of this child outlives it
         return self.result
+
+    def _stop(self) -> None:
+        """The grader gave up on this submission (grader.dispatch): its child dies, no other starts."""
+        self.stopped = True
+        child = self.child
+        if child is not None:
+            child.kill()
+        if self.budget is not None:
+            self.budget.kill_all()
 
     def _new_child(self) -> Child:
         try:

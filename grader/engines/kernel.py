@@ -26,13 +26,14 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from grader import cells, integrity
-from grader.engines.budget import Budget, cgroup_mode
+from grader.engines.budget import PIDS_MAX, Budget, TreeWatch, cgroup_mode, kill_tree
 from grader.engines.execution import (
     PROBE_TIMEOUT,
     TIMEOUT_ENAME,
     ExecOptions,
     Execution,
     kernel_env,
+    on_stop,
 )
 from grader.engines.sandbox import Sandbox, budget_mb, gpu_devices, process_cap
 
@@ -102,7 +103,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self.sandbox is None:
             return cmd
         if cmd[1:3] == ["-m", "ipykernel_launcher"]:  # the kernel makes itself not dumpable first
-            cmd = [cmd[0], "-m", "grader.engines.confine", "--kernel", *cmd[3:]]
+            # and, in bubblewrap's user namespace, caps the processes of its sandbox (RLIMIT_NPROC
+            # counts them there; see grader.engines.confine)
+            nproc = ["--nproc", str(PIDS_MAX)] if self.sandbox.sandboxed() else []
+            cmd = [cmd[0], "-m", "grader.engines.confine", "--kernel", *nproc, *cmd[3:]]
         return self.sandbox.wrap(cmd)
 
     # The kernel is interrupted (a cell past its timeout, and before every shutdown) by a message
@@ -227,6 +231,8 @@ class _Runner:
         # one cgroup for every kernel of this submission: memory of all its processes, tmpfs and
         # shm included, and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
+        self.watch: TreeWatch | None = None  # without a cgroup: the kernel's processes watched instead
+        self.stopped = False  # given up as stalled (grader.dispatch): no kernel is started again
         self.client = _client_class()(
             nb,
             timeout=options.cell_timeout,
@@ -289,9 +295,10 @@ class _Runner:
 
     def run(self) -> Execution:
         watchdog = threading.Timer(self.options.budget_seconds() + self.options.cell_timeout + WATCHDOG_MARGIN,
-                                   self._kill_kernels)
+                                   self._overdue)
         watchdog.daemon = True
         watchdog.start()
+        on_stop(self._stop)
         try:
             return self._run()
         finally:
@@ -299,21 +306,30 @@ class _Runner:
             if self.budget is not None:
                 self.budget.close()  # whatever a kernel left behind dies with the submission
 
-    def _kill_kernels(self) -> None:
+    def _overdue(self) -> None:
         """The watchdog: the submission is far past its budget, so whatever the client waits
         for will not come; its kernels die (the client then sees a dead kernel and stops)."""
         log.warning("a submission ran %.0f s past its wall-clock budget: its kernels are killed",
                     self.options.cell_timeout + WATCHDOG_MARGIN)
+        self._kill_kernels()
+
+    def _stop(self) -> None:
+        """The grader gave up on this submission (grader.dispatch): its kernel dies, no other starts."""
+        self.stopped = True
+        self._kill_kernels()
+
+    def _kernel_pid(self) -> int | None:
+        km = getattr(self.client, "km", None)
+        process = getattr(getattr(km, "provisioner", None), "process", None)
+        return getattr(process, "pid", None)
+
+    def _kill_kernels(self) -> None:
         if self.budget is not None:
             self.budget.kill_all()
             return
-        km = getattr(self.client, "km", None)
-        process = getattr(getattr(km, "provisioner", None), "process", None)
-        if process is not None:
-            try:
-                process.kill()
-            except OSError:
-                pass
+        pid = self._kernel_pid()
+        if pid is not None:
+            kill_tree(pid)  # the sandbox (bubblewrap) and all in it; without one, what the kernel started
 
     def _run(self) -> Execution:
         from nbclient.exceptions import DeadKernelError
@@ -323,7 +339,7 @@ class _Runner:
         position = 0
         sessions = 0
         while position < len(code_cells):
-            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline:
+            if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline or self.stopped:
                 self.result.not_run_from = code_cells[position]
                 break
             self.client.km = self._new_km()
@@ -337,6 +353,7 @@ class _Runner:
                 with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home,
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
                     started = True
+                    self._watch_kernel()
                     self._run_aside(integrity.install_code(self.guard), timeout=60)
                     self._run_aside(CAP_STREAMS, timeout=60)
                     for index in done:
@@ -353,9 +370,20 @@ class _Runner:
                 log.warning("kernel failed: %s", exc)
                 self.result.restarts += 1
             finally:
+                if self.watch is not None:
+                    self.watch.stop()
+                    self.watch = None
                 if self.budget is not None:
                     self.budget.kill_all()  # nothing of this kernel outlives it
         return self.result
+
+    def _watch_kernel(self) -> None:
+        """Without a cgroup: the memory and number of this kernel's processes (its sandbox's), summed
+        and counted every half second, and all of them killed past the submission's budget
+        (:class:`grader.engines.budget.TreeWatch`); the client then sees a dead kernel."""
+        pid = self._kernel_pid()
+        if self.budget is None and self.options.isolate and pid is not None:
+            self.watch = TreeWatch(pid, budget_mb(self.options.memory_mb, self.options.device)).start()
 
     def _run_cells(self, code_cells: list[int], position: int, done: list[int]) -> int:
         """Run cells from ``position`` until the end or until the kernel must be replaced;
@@ -365,7 +393,7 @@ class _Runner:
         while position < len(code_cells):
             index = code_cells[position]
             left = self.deadline - time.monotonic()
-            if left <= 0:  # the submission's wall-clock budget is spent: the rest is not run
+            if left <= 0 or self.stopped:  # the submission's wall-clock budget is spent: the rest is not run
                 self.result.not_run_from = index
                 return len(code_cells)
             position += 1

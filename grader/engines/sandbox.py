@@ -87,6 +87,10 @@ class Sandbox:
     data_only: bool = False
     nest: bool = False
 
+    def sandboxed(self) -> bool:
+        """Whether :meth:`wrap` puts the command in bubblewrap."""
+        return self.isolate and bubblewrap_works()
+
     def wrap(self, cmd: list[str]) -> list[str]:
         """The command, wrapped in :mod:`grader.engines.confine` and, if possible, bubblewrap."""
         launcher = [sys.executable, "-m", "grader.engines.confine"]
@@ -97,7 +101,7 @@ class Sandbox:
         if self.budget is not None:
             for procs in self.budget.procs_files():
                 launcher += ["--cgroup", procs]
-        if not (self.isolate and bubblewrap_works()):
+        if not self.sandboxed():
             return [*launcher, "--", *cmd]
         args = bwrap_args(self.workdir, self.runtime_dir, self.hide, self.devices, nest=self.nest)
         return [*launcher, "--seccomp", "--", *args, *cmd]
@@ -265,6 +269,19 @@ def _sandbox_etc() -> str:
 NEEDED_MODULES = ("course_utils", "grader", "torch", "ipykernel")
 
 
+_assumed_level: str | None = None
+
+
+def assume_level(level: str) -> None:
+    """Take ``level`` for what :func:`sandbox_level` would find, without probing: a worker process
+    of the coordinator's pool, which probed already (each worker probing again cost a bubblewrap
+    start and an interpreter per worker at once, and a worker whose probe timed out on a busy
+    machine would have run its kernels with no sandbox while the batch said they had one)."""
+    global _assumed_level
+    _assumed_level = level
+    sandbox_level.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def sandbox_level() -> str:
     """What bubblewrap can make here: ``"nested"`` (sandboxes, and a zygote's servers with
@@ -272,6 +289,8 @@ def sandbox_level() -> str:
     only) or ``""`` (none: it needs user namespaces). Each is probed through confine, with the
     seccomp filter every sandbox gets, by a process that finds (not imports: torch would take
     1-3 s) what a sandboxed kernel needs."""
+    if _assumed_level is not None:
+        return _assumed_level
     if shutil.which("bwrap") is None:
         return ""
     work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
