@@ -102,3 +102,33 @@ def test_a_server_whose_children_would_be_refused_cuda_says_why(monkeypatch):
     assert "driver was started while preloading" in forkserver.cuda_fork_problem()
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert "initialised while preloading" in forkserver.cuda_fork_problem()
+
+
+def test_kernel_engine_workers_take_the_coordinators_findings_and_never_probe(monkeypatch):
+    """Each of the kernel engine's worker processes used to probe bubblewrap (and cgroups) itself
+    before its first kernel: eight at once with --jobs 8, each probe a bubblewrap and an
+    interpreter, and a worker whose probe timed out on a busy machine (30 s) would have started its
+    kernels without the sandbox the batch's isolation line promised. A worker now starts with the
+    coordinator's answers."""
+    from grader import dispatch
+    from grader.engines import budget
+
+    def no_probe(*a, **k):
+        raise AssertionError("a worker probed again")
+
+    monkeypatch.setattr(sandbox.subprocess, "run", no_probe)
+    monkeypatch.setattr(budget, "_cgroup_mode", no_probe)
+    monkeypatch.setattr(sandbox, "_assumed_level", None)
+    monkeypatch.setattr(budget, "_assumed_mode", budget._ASSUMED_NOTHING)
+    import signal
+
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # the worker's Ctrl-C handler, not ours
+    try:
+        dispatch._worker_init("plain", None)
+        assert sandbox.sandbox_level() == "plain" and sandbox.bubblewrap_works()
+        assert budget.cgroup_mode() is None
+        dispatch._worker_init("", "v1")
+        assert sandbox.sandbox_level() == "" and budget.cgroup_mode() == "v1"
+    finally:
+        sandbox.sandbox_level.cache_clear()
+        budget.cgroup_mode.cache_clear()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,145 @@ def test_a_bound_device_node_is_there_and_others_are_not(tmp_path):
     without = subprocess.run(Sandbox(workdir=tmp_path, memory_mb=None).wrap(code), capture_output=True, text=True,
                              timeout=60)
     assert (with_node.stdout.strip(), without.stdout.strip()) == ("True", "False"), (with_node.stderr, without.stderr)
+
+
+# --- where no cgroup can be had (the GPU machines): the processes of a submission together --------
+
+@pytest.fixture
+def no_cgroup(monkeypatch):
+    """This machine as one without a cgroup: every engine takes the no-cgroup path."""
+    from grader.engines import budget
+
+    monkeypatch.setattr(budget, "_assumed_mode", None)
+    budget.cgroup_mode.cache_clear()
+    assert budget.cgroup_mode() is None
+    yield
+    budget.cgroup_mode.cache_clear()
+
+
+def _leftovers(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and "pytest" not in cmdline:
+                found.append(int(name))
+    return found
+
+
+def _execute(engine: str, sources: list[str], **options):
+    from grader.engines import fork
+
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    run = fork.execute if engine == "fork" else execute
+    ex = run(nb, ExecOptions(cell_timeout=40, **options))
+    assert ex.error is None, ex.error
+    texts = ["".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+             + "".join(f"{o.ename}: {o.evalue}" for o in c.outputs if o.output_type == "error") for c in ex.nb.cells]
+    return ex, texts
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine: " + isolation_summary())
+def test_without_a_cgroup_a_submission_that_starts_too_many_processes_is_killed_whole(no_cgroup):
+    from grader.engines.budget import PIDS_MAX
+
+    marker = f"{secrets.randbelow(10**6) + 10**6}.25"  # sleep's argument: ours alone
+    ex, texts = _execute("kernel", [
+        f"import subprocess\nprocs = [subprocess.Popen(['sleep', '{marker}']) for _ in range({PIDS_MAX + 60})]\n"
+        "print('all started')\nimport time; time.sleep(30)",
+        "print('the next cell ran')",
+    ])
+    # as root (this machine's grader) RLIMIT_NPROC does not hold and the watch kills the kernel's
+    # whole sandbox; as another user the limit refuses the fork first
+    assert 0 in ex.died or "Resource temporarily unavailable" in texts[0], (ex, texts)
+    assert "all started" not in texts[0]
+    assert texts[1] == "the next cell ran\n"
+    assert _leftovers(f"sleep {marker}") == []
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine: " + isolation_summary())
+@pytest.mark.parametrize("engine", ["kernel", "fork"])
+def test_without_a_cgroup_memory_spread_over_processes_is_budgeted_together(no_cgroup, engine):
+    # four processes of 600 MiB each: every one under the 1536 MiB cap of a process, together over it
+    marker = f"course_hog_{secrets.token_hex(4)}"
+    hog = f"import time; {marker} = b'x' * (600 * 2**20); time.sleep(60)"
+    ex, texts = _execute(engine, [
+        f"import subprocess, sys, time\nprocs = [subprocess.Popen([sys.executable, '-c', {hog!r}]) for _ in range(4)]\n"
+        "time.sleep(30)\nprint('all alive')",
+        "print('the next cell ran')",
+    ], memory_mb=1536)
+    assert 0 in ex.died, (ex, texts)
+    assert "all alive" not in texts[0]
+    assert texts[1] == "the next cell ran\n"
+    assert _leftovers(marker) == []
+
+
+def test_the_tree_watch_sees_every_process_below_its_root_and_kills_them_all():
+    from grader.engines.budget import TreeWatch, descendants
+
+    # a shell with three sleeping children, one of which has a child of its own
+    root = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sh -c 'sleep 60 & wait' & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(descendants(root.pid)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(descendants(root.pid)) == 5
+        watch = TreeWatch(root.pid, memory_mb=4096, tasks=100)
+        assert watch.check() is None and 0 < watch.peak_memory < 4096 * 2**20
+        kills = []
+        watch = TreeWatch(root.pid, memory_mb=None, tasks=4, interval=0.05, on_kill=kills.append).start()
+        root.wait(timeout=10)
+        watch.stop()
+        assert kills and "5 processes and threads, over the cap of 4" in kills[0]
+        assert descendants(root.pid) == []
+    finally:
+        root.kill()
+        root.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not bubblewrap_works(),
+                    reason="needs root, setpriv and bubblewrap")
+def test_rlimit_nproc_counts_the_sandboxs_own_processes_except_for_root():
+    """What the kernel engine's ``--nproc`` relies on: set inside bubblewrap's user namespace,
+    RLIMIT_NPROC counts that sandbox's processes (not the host user's others), for any host user
+    but root, whose processes Linux never limits so (the sandbox's uid 1000 is the host's root when
+    the grader runs as root)."""
+    probe = ("import os, time\nn = 0\nfor _ in range(40):\n    try:\n        pid = os.fork()\n"
+             "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n"
+             "    n += 1\nprint(n)\n")
+    bwrap = ["bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000", "--unshare-pid", "--ro-bind", "/", "/",
+             "--dev", "/dev", "--proc", "/proc", "--chdir", "/", "prlimit", "--nproc=20:20", "/usr/bin/python3", "-c", probe]
+    others = [subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "sleep", "5"])
+              for _ in range(30)]  # the same host user's processes elsewhere: not counted
+    try:
+        as_nobody = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *bwrap],
+                                   capture_output=True, text=True, timeout=60)
+        as_root = subprocess.run(bwrap, capture_output=True, text=True, timeout=60)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    assert 10 < int(as_nobody.stdout) < 20, as_nobody.stderr
+    assert int(as_root.stdout) == 40, as_root.stderr
+
+
+def test_a_sandboxed_kernel_caps_its_processes_inside_the_sandbox(tmp_path, monkeypatch):
+    from grader.engines import confine
+    from grader.engines.kernel import SandboxedKernelManager
+
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.sandbox = Sandbox(workdir=tmp_path, memory_mb=None)
+    monkeypatch.setattr(Sandbox, "sandboxed", lambda self: True)
+    cmd = km.format_kernel_cmd()
+    assert cmd[cmd.index("--kernel") + 1: cmd.index("--kernel") + 3] == ["--nproc", "256"]
+    monkeypatch.setattr(Sandbox, "sandboxed", lambda self: False)
+    cmd = km.format_kernel_cmd()
+    assert "--nproc" not in cmd  # outside a user namespace of its own it would count the host user's processes
+    done = subprocess.run([sys.executable, "-c", "from grader.engines.confine import cap_processes; cap_processes(77); "
+                           "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "(77, 77)" and confine.cap_processes

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from grader.engines.budget import PIDS_MAX, Budget, cgroup_mode
+from grader.engines.budget import PIDS_MAX, WATCH_INTERVAL, Budget, cgroup_mode
 
 log = logging.getLogger(__name__)
 
@@ -335,8 +335,17 @@ def isolation_summary(device: str = "cpu") -> str:
     mode = cgroup_mode()
     rlimit = ("RLIMIT_DATA, shared memory not counted: a CUDA build of torch cannot live under RLIMIT_AS"
               if caps_private_memory(device) else "RLIMIT_AS")
-    budget = (f"cgroup {mode} budget per submission (memory incl. tmpfs/shm, {PIDS_MAX} processes)" if mode else
-              f"NO cgroup: memory capped per process only ({rlimit}), process count not capped")
+    if mode:
+        budget = f"cgroup {mode} budget per submission (memory incl. tmpfs/shm, {PIDS_MAX} processes)"
+    else:
+        budget = (f"NO cgroup: each process capped ({rlimit}); a submission's processes together watched from "
+                  f"outside every {WATCH_INTERVAL:g} s (memory: anonymous and shm pages, shared ones by share, "
+                  f"against the budget; count, threads included, against {PIDS_MAX}) and all killed past either, "
+                  "a burst between two looks not caught")
+        if bubblewrap_works():
+            budget += (f"; RLIMIT_NPROC {PIDS_MAX} in the sandbox's user namespace"
+                       + (" (not enforced here: the sandbox's uid is the host's root, which Linux exempts)"
+                          if os.geteuid() == 0 else ""))
     if device == "cuda":
         nodes = gpu_devices(device)
         budget += f"; GPU device nodes bound: {', '.join(nodes)}" if nodes else "; NO /dev/nvidia* node: CUDA unavailable"
