@@ -266,10 +266,12 @@ def main(
             yield sub, prepared, fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
-    # The solutions' runs, before any learner code of this batch runs (see grader.reference). With
-    # the fork engine they run in threads, on the servers started for the batch, while this thread
-    # prepares the first submissions.
-    overlap, items = engine == "fork" and scheduler is None, todo()
+    # The solutions' runs, before any learner code of this batch runs (see grader.reference): in
+    # threads, up to one per job (with the fork engine on the servers started for the batch, with the
+    # kernel engine each in a kernel of its own), while this thread prepares the first submissions.
+    # One after the other (as the kernel engine had them), a batch of 8 chapters waited for 8
+    # solution runs, each in a fresh kernel, before its first submission started.
+    overlap, items = scheduler is None, todo()
     references, prepared = reference.run_all(
         {c: (sources[c], chapter_options(base, sources[c].parent)) for c in {sub.chapter for sub, *_ in candidates}},
         engine, GRADER_REVISION, ws.root / "reference", threads=jobs if overlap else 1,

@@ -223,3 +223,40 @@ def test_a_wedged_worker_process_is_killed_by_the_coordinator_and_the_others_run
     assert len((tmp_path / "runs.txt").read_text().split()) > 4, "no submission was taken down and run again"
     wedged = int((tmp_path / "wedged.pid").read_text())
     assert not Path(f"/proc/{wedged}").exists() or Path(f"/proc/{wedged}/stat").read_text().split(") ")[1][0] == "Z"
+
+
+def test_the_kernel_engine_runs_the_chapters_solutions_at_once_as_the_fork_engine_does(tmp_path, monkeypatch):
+    """With the kernel engine the solutions' runs went one after the other, before any submission
+    started: with the sample class's 8 chapters on CUDA, 8 fresh kernels in a row, each importing a
+    CUDA build of torch and starting CUDA, before the first of 32 submissions."""
+    import threading
+    import time
+
+    from grader import dispatch
+    from grader.engines.execution import Execution
+
+    solutions = tmp_path / "solutions"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", solutions)
+    shutil.copytree(solutions / CH, solutions / "01_twin")  # a second chapter
+    subs = tmp_path / "subs"
+    samples.write_samples(subs, solutions_dir=solutions)
+    runs = []
+
+    def slow_solutions(nb, options, engine):  # nothing real runs
+        start = time.monotonic()
+        time.sleep(0.5)
+        runs.append((threading.current_thread().name, start, time.monotonic()))
+        return Execution(nb=nb)
+
+    def in_process(todo, jobs, engine, scheduler=None, on_idle=None):
+        for sub, nb, fp, options, findings in todo:
+            yield sub, fp, dispatch.run_one((nb, options, findings, engine))
+
+    monkeypatch.setattr(dispatch, "execute_notebook", lambda nb, options, engine: (
+        slow_solutions(nb, options, engine) if threading.current_thread().name.startswith("reference")
+        else Execution(nb=nb)))
+    monkeypatch.setattr(dispatch, "execute_all", in_process)
+    grade.main(subs, tmp_path / "work", jobs=2, engine="kernel", solutions_dir=solutions)
+    assert len(runs) == 2
+    (_, s1, e1), (_, s2, e2) = runs
+    assert max(s1, s2) < min(e1, e2), "the two solutions ran one after the other"
