@@ -155,6 +155,17 @@ ci: $(STAMP) ## What CI runs: lint, release in sync, tests, the browser test, ev
 	COURSE_DEVICE=$(DEVICE) $(PY) -m pytest -m browser $(PYTEST_ARGS)
 	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS)
 
+# `make gpu-check` on a GPU machine (no network needed once .venv exists): every chapter at full size on
+# CUDA, the sample class graded by both engines on CUDA and by the fork engine on the CPU (same grades
+# required), the CUDA tests; steps at once where safe, each timed out, 8 minutes in all; one summary table
+# (ci-reports/gpu-check/). Without a GPU it says so and runs its CPU mode. GPU_CHECK_ARGS passes more
+# options, e.g. GPU_CHECK_ARGS="01 02 --serial".
+GPU_CHECK_ARGS ?=
+
+.PHONY: gpu-check
+gpu-check: $(STAMP) ## Check a GPU machine in one command (8 min): notebooks on CUDA, both engines vs the CPU, CUDA tests
+	$(PY) ci/gpu_check.py $(GPU_CHECK_ARGS)
+
 .PHONY: browser-deps
 browser-deps: $(STAMP) ## Install headless Chromium (apt) for the browser test when /usr/bin/chromium is missing
 	@if [ -x /usr/bin/chromium ]; then \
