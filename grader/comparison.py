@@ -18,6 +18,7 @@ from course_utils import checks
 from grader import expectations
 from grader.expectations import Expectation, Known
 from grader.instrument import Message
+from grader.library_messages import library_words
 from grader.observations import IDENT, Elsewhere, Malformed, Opaque, Raised, decode
 
 
@@ -263,6 +264,9 @@ def site_message(obs: dict, asserts: dict[int, Message]) -> str:
     return "".join(out)
 
 
+#: A string a test's message writes in although the visible test does not hold it: a name, a
+#: device, a dtype, a type's dotted name (never prose: that is learner text).
+_TOKEN = re.compile(r"[A-Za-z_][\w.:]{0,39}")
 _NP_DTYPE = re.compile(r"dtype\('([a-z]+[0-9]*)'\)")
 _NUMBERS = (bool, int, float, complex)
 
@@ -297,17 +301,21 @@ def _plain(value: Any, visible: str, conversion: str = "", spec: str = "") -> st
     Every value is rebuilt by the grader from the observation (:func:`grader.observations.decode`),
     so what is formatted is the grader's own object: numbers, strings, dtypes, devices, NumPy
     scalars and dtypes, lists and tuples of those. A string the visible test holds is written
-    as the test formats it; any other string is quoted as Python's repr quotes it, and cut."""
+    as the test formats it; any other string only where it is a name (``'mps'``, ``'numpy.bool'``)
+    or an error message of Python's or torch's (its template's words, :mod:`grader.library_messages`),
+    quoted as Python's repr quotes it."""
     if isinstance(value, torch.Tensor):
         return _capped(f"a tensor of shape {checks._fmt_shape(value.shape)} and dtype {value.dtype}")
     data = _data(value)
     if data is _NOT_PLAIN:
         return "…"
     if type(data) is str:
-        text = "".join(c if c.isprintable() else " " for c in data)
-        if data and data in visible and data == text:
+        if data and data in visible and data.isprintable():
             return repr(data) if conversion in ("r", "a") else data
-        return _capped(repr(text))
+        if _TOKEN.fullmatch(data):  # a name, a device, a dtype: a value, not prose
+            return repr(data)
+        words = library_words(data)  # an error message of Python's or torch's: its own words only
+        return repr(words) if words else "…"
     if conversion in ("r", "a"):
         return _capped(repr(data))
     try:

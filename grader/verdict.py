@@ -23,10 +23,11 @@ from nbformat import NotebookNode
 
 from course_utils.observe import SCHEMA
 from grader import cells, expectations, rules
-from grader.comparison import _capped, compare, site_message
+from grader.comparison import compare, site_message
 from grader.engines.execution import Execution
 from grader.instrument import Message, TestSource
 from grader.integrity import Finding
+from grader.library_messages import library_words
 from grader.observations import (
     MAX_CELL_BYTES,
     MAX_OBSERVATIONS,
@@ -127,18 +128,16 @@ def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[s
 
 
 def _error_message(evalue: str) -> str:
-    """The first line of an error's message as a reason quotes it: printable characters only,
-    quoted as Python's repr quotes a string, cut to 40 characters.
+    """An error's message as a reason quotes it: only where it begins with the words Python or
+    torch write for that error (:mod:`grader.library_messages`), and then only those words, with
+    the numbers, names and shapes in their slots; "" for any other text.
 
-    The message is text the learner's process sent, and the reason is the grader's: it is shown
-    (the learner reads the error their code raised, and a hidden input's error cannot be read
-    anywhere else) only where nothing in it can be more than a learner could put in a value of
-    their own -- the class is Python's or a library's (the caller checks it), and the text is as
-    capped as any value a reason quotes. That process holds no expected value to leak: hidden
-    tests compute none there (:mod:`ci.hidden_lint`)."""
-    line = evalue.strip().split("\n", 1)[0].strip()
-    line = "".join(c if c.isprintable() else " " for c in line)
-    return _capped(repr(line)) if line else ""
+    The message is text the learner's process sent: a learner's own
+    ``raise RuntimeError("... score 20/20")`` names a builtin class and says anything. Quoting
+    only a library's template, filled with short numbers and names, shows what the library said
+    (the shapes that clashed, the attribute that is missing) and nothing a learner wrote."""
+    words = library_words(evalue)
+    return repr(words) if words else ""
 
 
 def _out_of_memory(evalue: str) -> bool:
