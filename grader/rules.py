@@ -14,11 +14,14 @@ A chapter declares its rules in ``solutions/<chapter>/grading.toml``, by answer 
 
     [rules.ex5_softmax]
     forbid = ["softmax", "log_softmax", "logsumexp"]   # attributes and imported names
+    allow = ["arange", "where", "shape"]                # or: only these attributes (a puzzle's primitives)
     no_loops = true                                     # for, while, comprehensions
     integer_only = true                                 # no /, no float literal, no float()
     why = "softmax must be built from exp, max and sum"
 
-A rule with ``forbid`` also refuses dynamic code in the reached code (``getattr`` with a
+``allow`` turns the list around: every attribute the reached code uses (``torch.arange``,
+``x.shape``, ``x.sum()``) must be among them, and nothing is imported but ``torch``. A rule with
+``forbid`` or ``allow`` also refuses dynamic code in the reached code (``getattr`` with a
 computed name, ``eval``, ``exec``, ``__import__``, ``importlib``, ``globals()``, ``vars()``,
 ``__dict__``, ``sys.modules``): the grader could not tell which function it reaches.
 """
@@ -46,6 +49,7 @@ class Rule:
     answer: str
     functions: tuple[str, ...]
     forbid: frozenset[str] = frozenset()
+    allow: frozenset[str] | None = None
     no_loops: bool = False
     integer_only: bool = False
     why: str = ""
@@ -71,6 +75,7 @@ def from_settings(settings: dict, source_nb: NotebookNode) -> dict[str, Rule]:
                 out[cells.grade_id(cell)] = Rule(
                     answer=cells.grade_id(answer), functions=tuple(_defined(cells.source_text(answer))),
                     forbid=frozenset(str(n) for n in spec.get("forbid", [])), no_loops=bool(spec.get("no_loops")),
+                    allow=frozenset(str(n) for n in spec["allow"]) if isinstance(spec.get("allow"), list) else None,
                     integer_only=bool(spec.get("integer_only")), why=str(spec.get("why", "")))
             answer = None
     return out
@@ -152,6 +157,15 @@ def _breaks(node: ast.AST, rule: Rule) -> str | None:
             return f"uses {name}, which this exercise switches off"
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in rule.forbid:
             return f"names {node.value} in a string, which this exercise switches off"
+        if _dynamic(node):
+            return "reaches functions by dynamic code (getattr, eval, importlib, ...), which this exercise cannot check"
+    if rule.allow is not None:
+        if isinstance(node, ast.Attribute) and node.attr not in rule.allow:
+            return f"uses .{node.attr}, which is not among this puzzle's allowed primitives ({', '.join(sorted(rule.allow))})"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m != "torch" for m in modules) or isinstance(node, ast.ImportFrom):
+                return "imports a module, but this puzzle allows torch's listed primitives only"
         if _dynamic(node):
             return "reaches functions by dynamic code (getattr, eval, importlib, ...), which this exercise cannot check"
     if rule.no_loops and isinstance(node, LOOPS):

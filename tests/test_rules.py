@@ -76,3 +76,15 @@ def test_the_solution_keeps_its_own_rules(chapter):
     found = rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent), src)
     nb = _nb(chapter, dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION))
     assert {gid: rules.violation(nb, rule) for gid, rule in found.items()} == dict.fromkeys(found)
+
+
+def test_a_puzzles_allowed_primitives_are_the_only_attributes_its_answer_uses():
+    rule = rules.Rule(answer="ex9", functions=("ones_below",), allow=frozenset({"arange", "shape"}), no_loops=True)
+    ok = "import torch\n\ndef ones_below(n):\n    i = torch.arange(n)\n    return 1 * (i[:, None] >= i)\n"
+    nb = _nb("01_tensors", {"ex1_checkerboard": ok})
+    assert rules.violation(nb, rule) is None
+    for code in ("import torch\n\ndef ones_below(n):\n    return torch.tril(torch.ones(n, n))\n",
+                 "import numpy as np\n\ndef ones_below(n):\n    return np.tri(n)\n",
+                 "import torch\n\ndef ones_below(n):\n    i = torch.arange(n)\n    return (i[:, None] >= i).float()\n",
+                 "import torch\n\ndef ones_below(n):\n    return getattr(torch, 'tr' + 'il')(torch.arange(n))\n"):
+        assert rules.violation(_nb("01_tensors", {"ex1_checkerboard": code}), rule) is not None, code
