@@ -49,6 +49,7 @@ class Child:
     def __init__(self, server: Server, options: ExecOptions, guard: str, budget: Budget | None = None):
         self.pidfd: int | None = None
         self.pid: int | None = None
+        self.host_pid: int | None = None  # its pid here, from its pidfd (None on Linux < 5.3)
         self.partial: list | None = None
         self.interrupted = False
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -60,7 +61,7 @@ class Child:
         finally:
             theirs.close()
         try:
-            host_pid = _pidfd_pid(self.pidfd) if self.pidfd is not None else None
+            host_pid = self.host_pid = _pidfd_pid(self.pidfd) if self.pidfd is not None else None
             if budget is not None and host_pid:
                 budget.add(host_pid)  # before learner code runs: everything it starts is counted
             self.sock.settimeout(options.startup_timeout)
@@ -249,8 +250,8 @@ class _Runner:
                 continue
             self.child = child
             # without a cgroup: the memory and number of the child's processes watched instead
-            watch = (TreeWatch(child.pid, budget_mb(self.options.memory_mb, self.options.device)).start()
-                     if self.budget is None and self.options.isolate and child.pid else None)
+            watch = (TreeWatch(child.host_pid, budget_mb(self.options.memory_mb, self.options.device)).start()
+                     if self.budget is None and self.options.isolate and child.host_pid else None)
             try:
                 if self.stopped:
                     child.kill()
