@@ -379,7 +379,7 @@ class _ProcessJobs:
     def _replace_pool(self) -> None:
         """Kill every worker of the pool and what it started (a kernel without bubblewrap outlives
         its worker otherwise), and start a fresh pool."""
-        from grader.engines.budget import kill_tree
+        from grader.engines.treewatch import kill_tree
 
         workers = list(getattr(self.pool, "_processes", {}) or {})
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -399,7 +399,7 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
     so a rerun grades them."""
     pool.shutdown(wait=False, cancel_futures=True)
     if isinstance(pool, concurrent.futures.ProcessPoolExecutor):
-        from grader.engines.budget import descendants
+        from grader.engines.treewatch import descendants
 
         workers = multiprocessing.active_children()  # the pool's workers
         below = [p for child in workers if child.pid for p in descendants(child.pid)[1:]]

@@ -268,7 +268,7 @@ def test_without_a_cgroup_memory_spread_over_processes_is_budgeted_together(no_c
 
 
 def test_the_tree_watch_sees_every_process_below_its_root_and_kills_them_all():
-    from grader.engines.budget import TreeWatch, descendants
+    from grader.engines.treewatch import TreeWatch, descendants
 
     # a shell with three sleeping children, one of which has a child of its own
     root = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sh -c 'sleep 60 & wait' & wait"])

@@ -43,7 +43,7 @@ def cap_processes(count: int) -> None:
     Linux does not apply ``RLIMIT_NPROC`` to processes whose real user is the host's root, and the
     sandbox's uid 1000 maps to the user who started the grader: where that is root (CI, the GPU
     machines), the cap is set but does not hold, and only a cgroup or the grader's watch of the
-    process tree (:class:`grader.engines.budget.TreeWatch`) caps the count."""
+    process tree (:class:`grader.engines.treewatch.TreeWatch`) caps the count."""
     resource.setrlimit(resource.RLIMIT_NPROC, (count, count))
 
 

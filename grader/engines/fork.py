@@ -23,10 +23,11 @@ import time
 from nbformat import NotebookNode
 
 from grader import cells, integrity
-from grader.engines.budget import Budget, TreeWatch, cgroup_mode
+from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution, on_stop
 from grader.engines.forkpool import Lease, Server, StartError, Stopped, lease, stopped
 from grader.engines.sandbox import budget_mb, process_cap
+from grader.engines.treewatch import TreeWatch
 from grader.engines.wire import recv, send
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from grader import cells, integrity
-from grader.engines.budget import PIDS_MAX, Budget, TreeWatch, cgroup_mode, kill_tree
+from grader.engines.budget import PIDS_MAX, Budget, cgroup_mode
 from grader.engines.execution import (
     PROBE_TIMEOUT,
     TIMEOUT_ENAME,
@@ -36,6 +36,7 @@ from grader.engines.execution import (
     on_stop,
 )
 from grader.engines.sandbox import Sandbox, budget_mb, gpu_devices, process_cap
+from grader.engines.treewatch import TreeWatch, kill_tree
 
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell (as the fork engine keeps)
 MAX_CELL_OUTPUT = 32 * 2**20  # bytes of rich outputs (images, HTML, results) kept per cell
@@ -380,7 +381,7 @@ class _Runner:
     def _watch_kernel(self) -> None:
         """Without a cgroup: the memory and number of this kernel's processes (its sandbox's), summed
         and counted every half second, and all of them killed past the submission's budget
-        (:class:`grader.engines.budget.TreeWatch`); the client then sees a dead kernel."""
+        (:class:`grader.engines.treewatch.TreeWatch`); the client then sees a dead kernel."""
         pid = self._kernel_pid()
         if self.budget is None and self.options.isolate and pid is not None:
             self.watch = TreeWatch(pid, budget_mb(self.options.memory_mb, self.options.device)).start()

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from grader.engines.budget import PIDS_MAX, WATCH_INTERVAL, Budget, cgroup_mode
+from grader.engines.budget import PIDS_MAX, Budget, cgroup_mode
+from grader.engines.treewatch import WATCH_INTERVAL
 
 log = logging.getLogger(__name__)
 
