@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -99,6 +100,87 @@ def test_exercises_are_complete_and_points_add_up(chapter):
         assert stated.get(k) == int(cells.points(test)), f"exercise {k}: the statement says {stated.get(k)} points, the test gives {cells.points(test)}"
     total = sum(cells.points(t) for _, t in pairs)
     assert total % 10 == 0, f"points add up to {total}, not a round number"
+
+
+#: the one badge a deep dive's heading carries; its cells are tagged "optional" too
+BADGE = "⟡ Go deeper (optional)"
+TIME_RE = re.compile(r"\*\*Time\*\*: about (\d+) minutes on the core path")
+HEADING_RE = re.compile(r"^(#+) ")
+PREDICT = "**Predict:**"
+
+
+def core_minutes(nb) -> int | None:
+    first = next(c for c in nb.cells if c.cell_type == "markdown")
+    m = TIME_RE.search(cells.source_text(first))
+    return int(m.group(1)) if m else None
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads), IPython magics and shell lines left out."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    tree = ast.parse(code)
+    bound, read_ = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read_ if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read_
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_to_predict(chapter):
+    """The first markdown cell: time, what you will be able to do, core path. A deep dive's heading
+    carries BADGE and exactly its section's cells are tagged "optional" (no exercise among them);
+    skipping them leaves every name a later cell reads defined. At least three **Predict:** lines,
+    each a cell of its own right before the code cell whose asserts answer it."""
+    nb = source(chapter)
+    first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
+    assert core_minutes(nb), f"the first cell does not say 'Time: about N minutes on the core path'"
+    assert "**You will be able to**:" in first and "**Core path**:" in first, "the first cell misses what you will be able to do or the core path"
+    level, core_bound, optional_only = None, set(), set()
+    for i, c in enumerate(nb.cells):
+        text = cells.source_text(c)
+        m = HEADING_RE.match(text) if c.cell_type == "markdown" else None
+        if m:
+            if level is not None and len(m.group(1)) <= level:
+                level = None
+            if BADGE in text.splitlines()[0] and level is None:
+                level = len(m.group(1))
+        elif c.cell_type == "markdown":
+            assert BADGE not in text, f"cell {i}: the badge belongs in a heading"
+        tagged = cells.has_tag(c, "optional")
+        assert tagged == (level is not None), f"cell {i}: tagged optional={tagged}, but {'inside' if level else 'outside'} a {BADGE} section"
+        assert not (tagged and (cells.is_solution(c) or cells.is_test(c))), f"cell {i}: an exercise cannot be optional"
+        if c.cell_type == "code":
+            bound, read_ = _names(text)
+            if tagged:
+                optional_only |= bound - core_bound
+            else:
+                missing = (read_ - bound) & optional_only
+                assert not missing, f"cell {i} reads {sorted(missing)}, which only an optional section defines"
+                core_bound |= bound
+                optional_only -= bound
+    predicts = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and cells.source_text(c).startswith(PREDICT)]
+    assert len(predicts) >= 3, f"{len(predicts)} **Predict:** questions, not 3"
+    for i in predicts:
+        question, after = cells.source_text(nb.cells[i]).strip(), nb.cells[i + 1]
+        assert "\n" not in question and question.endswith("?"), f"cell {i}: a prediction is one line, a question"
+        assert after.cell_type == "code" and re.search(r"\bassert\b|raises\(", cells.source_text(after)), f"cell {i}: the next cell does not assert the answer"
+
+
+def test_the_core_path_of_the_course_takes_six_to_eight_hours():
+    minutes = {chapter: core_minutes(source(chapter)) for chapter in CHAPTERS}
+    assert all(minutes.values()), minutes
+    assert 6 * 60 <= sum(minutes.values()) <= 8 * 60, f"{sum(minutes.values())} minutes: {minutes}"
+    readme = (project.ROOT / "README.md").read_text(encoding="utf-8")
+    table = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| (\d\d) \|.*\| (\d+) min \|$", readme, re.MULTILINE)}
+    assert table == {c[:2]: n for c, n in minutes.items()}, f"README's core-path column {table} != the chapters' {minutes}"
+    assert f"({sum(minutes.values())} minutes," in readme, "README states another total for the core path"
 
 
 @pytest.fixture(scope="module")
