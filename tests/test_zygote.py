@@ -15,7 +15,7 @@ import pytest
 
 from grader.engines import forkpool, forkstart, sandbox
 from grader.engines.execution import ExecOptions
-from grader.engines.zygote import HOST_PROC
+from grader.engines.mounts import HOST_PROC
 from tests.test_forkengine import OPTIONS, run, text
 
 pytestmark = pytest.mark.slow

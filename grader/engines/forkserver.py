@@ -143,7 +143,7 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
 
 def serve_children(ctrl: socket.socket, scratch: str, private: bool, shell) -> None:
     """Say ready, then fork a child per connection the coordinator sends (see :func:`serve`)."""
-    from grader.engines.zygote import needed_in_private_dirs
+    from grader.engines.mounts import needed_in_private_dirs
 
     keep = {os.path.realpath(scratch), *needed_in_private_dirs()}  # never emptied between children
     ctrl.sendall(b"R")  # ready

@@ -36,15 +36,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader.engines.budget import PIDS_MAX, Budget, cgroup_mode
+from grader.engines.mounts import HOST_PROC, NEEDED_MODULES, SHM_MB, TMP_MB, needed_paths
 from grader.engines.treewatch import WATCH_INTERVAL
 
 log = logging.getLogger(__name__)
 
 #: The uid/gid a submission runs as inside its user namespace.
 SANDBOX_UID = 1000
-#: Size caps of the private tmpfs folders (their pages also count in the memory budget).
-TMP_MB = 512
-SHM_MB = 256
 
 #: Files of /etc a Python process and its libraries read; /etc/passwd and /etc/group are written
 #: for the sandbox (the host's list no one needs), and nothing else of /etc is visible.
@@ -166,7 +164,7 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
     ``nest``: for the fork engine's zygote, which gives every server it forks namespaces of its
     own (:mod:`grader.engines.zygote`): it keeps CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP
     in the sandbox's user namespace (each server drops them before it serves), and gets the
-    host's /proc read-only at :data:`grader.engines.zygote.HOST_PROC`, which it covers before
+    host's /proc read-only at :data:`grader.engines.mounts.HOST_PROC`, which it covers before
     it imports anything."""
     args = [
         "bwrap",
@@ -197,8 +195,6 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
         "--size", str(TMP_MB * 2**20), "--tmpfs", "/tmp",
     ]
     if nest:
-        from grader.engines.zygote import HOST_PROC
-
         args += ["--ro-bind", "/proc", HOST_PROC]
     bound = needed_paths()
     for path in bound:
@@ -214,34 +210,6 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
     # left there for a later child of the same fork server
     args += ["--remount-ro", "/", "--chdir", str(workdir), "--"]
     return args
-
-
-def needed_paths() -> list[str]:
-    """Host folders execution needs, bound read-only at their real paths: the interpreter's
-    prefix, the virtualenv, and the ``course_utils`` and ``grader`` package folders (the
-    editable install finds them there) -- not the repository that holds them."""
-    import importlib.util
-
-    packages = []
-    for name in ("course_utils", "grader"):
-        spec = importlib.util.find_spec(name)  # found, not imported (course_utils imports torch)
-        if spec is None or not spec.origin:
-            raise ImportError(f"{name} is not installed: run `make venv`")
-        packages.append(os.path.dirname(spec.origin))
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *packages,
-                  os.path.dirname(os.path.realpath(sys.executable))}
-    for entry in sys.path:  # site-packages reached through a link, a .pth folder
-        if entry and os.path.isdir(entry) and "site-packages" in entry:
-            candidates.add(entry)
-    out: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in candidates}, key=len):
-        if path.startswith("/usr/") or path == "/usr" or path == "/":
-            continue
-        if not any(path == o or path.startswith(o + os.sep) for o in out):
-            out.append(path)
-    # a link to the venv's python (``.venv/bin/python3 -> /root/.pyenv/...``) must resolve
-    # inside: the targets are bound above, the links themselves live in the bound venv
-    return sorted(out)
 
 
 _etc_dir: str | None = None
@@ -265,10 +233,6 @@ def _sandbox_etc() -> str:
 
 
 # -- what works here -------------------------------------------------------------------------
-
-#: what a sandboxed kernel or server needs to find (the probes find them, not import them)
-NEEDED_MODULES = ("course_utils", "grader", "torch", "ipykernel")
-
 
 _assumed_level: str | None = None
 

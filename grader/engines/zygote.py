@@ -5,7 +5,7 @@ Started by :mod:`grader.engines.forkpool` as ``python -m grader.engines.zygote -
 sandbox on this machine) a server is a plain fork of it. With ``--nested`` it runs in one
 bubblewrap sandbox (:func:`grader.engines.sandbox.bwrap_args` with ``nest=True``) that gives it
 three capabilities in the sandbox's own user namespace (never on the host) and the host's
-``/proc`` read-only at :data:`HOST_PROC`: the kernel lets a process mount a new ``/proc`` only
+``/proc`` read-only at :data:`grader.engines.mounts.HOST_PROC`: the kernel lets a process mount a new ``/proc`` only
 where a wholly visible one exists. Its first act is a mount namespace of its own in which a
 read-only tmpfs covers that folder, so nothing after that sees the host's processes (it has
 imported nothing of its own yet). Then it imports and warms what a server needs
@@ -38,8 +38,8 @@ import struct
 import sys
 import tempfile
 
-#: Where the nested sandbox binds the host's /proc (covered at once, see the module docstring).
-HOST_PROC = "/run/course-hostproc"
+#: What covers :data:`grader.engines.mounts.HOST_PROC`, where the nested sandbox binds the host's
+#: /proc (covered at once, see the module docstring).
 COVER = "/run"
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
@@ -76,7 +76,7 @@ def _unshare(flags: int) -> None:
 
 
 def cover_host_proc() -> None:
-    """A mount namespace of our own, in which nothing of :data:`HOST_PROC` can be seen."""
+    """A mount namespace of our own, in which nothing of :data:`grader.engines.mounts.HOST_PROC` can be seen."""
     _unshare(CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", COVER, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
@@ -85,7 +85,7 @@ def cover_host_proc() -> None:
 def isolate(scratch: str) -> None:
     """In pid 1 of a server's new namespaces: its own /proc, /tmp, /dev/shm, /dev/mqueue and
     folder, loopback up, no capability left."""
-    from grader.engines.sandbox import SHM_MB, TMP_MB
+    from grader.engines.mounts import SHM_MB, TMP_MB, needed_in_private_dirs
 
     quiet = MS_NOSUID | MS_NODEV
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -119,15 +119,6 @@ def isolate(scratch: str) -> None:
     _check(_libc.umount2(COVER.encode(), 0), f"umount {COVER}")
     _loopback_up()
     drop_capabilities()
-
-
-def needed_in_private_dirs() -> list[str]:
-    """The folders execution needs (:func:`grader.engines.sandbox.needed_paths`) that lie under a
-    folder a server gets a private, empty copy of (``/tmp``, ``/dev/shm``)."""
-    from grader.engines.forkclean import PRIVATE_DIRS
-    from grader.engines.sandbox import needed_paths
-
-    return [p for p in needed_paths() if any(p == d or p.startswith(d + os.sep) for d in PRIVATE_DIRS)]
 
 
 def _loopback_up() -> None:
@@ -238,7 +229,7 @@ def probe(scratch: str) -> None:
     :func:`isolate` works (run inside a probing sandbox, see :func:`grader.engines.sandbox.sandbox_level`)."""
     import importlib.util
 
-    from grader.engines.sandbox import NEEDED_MODULES
+    from grader.engines.mounts import NEEDED_MODULES
 
     if not all(importlib.util.find_spec(m) for m in NEEDED_MODULES):
         sys.exit(2)
