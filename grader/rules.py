@@ -106,19 +106,97 @@ def _bindings(tree: ast.Module) -> dict[str, list[ast.stmt]]:
     return out
 
 
+def _parse(source: str) -> ast.Module | None:
+    """A cell as Python sees it once IPython turned its magics (``%time``, ``!ls``) into calls."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        source = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - parsed as written then
+        pass
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None  # it never ran: it defined nothing
+
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+          ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _own(nodes: list[ast.AST]) -> list[ast.AST]:
+    """The nodes of one scope: ``nodes`` and what they hold, not the bodies of the scopes nested in
+    them (a nested function's decorators, defaults and annotations are evaluated here: kept)."""
+    out, todo = [], list(nodes)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            todo += [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+            todo += [a.annotation for a in _args(node.args) if a.annotation] + ([node.returns] if node.returns else [])
+        elif isinstance(node, ast.Lambda):
+            todo += [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+        elif isinstance(node, ast.ClassDef):
+            todo += [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+        elif isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            todo.append(node.generators[0].iter)  # the first iterable is evaluated outside
+        else:
+            todo += list(ast.iter_child_nodes(node))
+    return out
+
+
+def _args(args: ast.arguments) -> list[ast.arg]:
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *([args.vararg] if args.vararg else []),
+            *([args.kwarg] if args.kwarg else [])]
+
+
+def _nested(node: ast.AST) -> list[ast.AST]:
+    """The scopes nested directly in ``node``'s own scope."""
+    inside = node.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else [node]
+    return [n for top in inside for n in _own([top]) if isinstance(n, SCOPES) and n is not node]
+
+
+def free_names(node: ast.AST) -> set[str]:
+    """The names a function, class, comprehension or module-level statement reads from the cell's
+    globals: read in its scope or a nested one, and bound in none of those scopes on the way."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        body = node.body if isinstance(node.body, list) else [node.body]
+        mine = [n for top in body for n in _own([top])]
+        bound = {a.arg for a in _args(node.args)}
+    elif isinstance(node, ast.ClassDef):
+        mine, bound = [n for top in node.body for n in _own([top])], set()
+    elif isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        parts = [node.elt] if not isinstance(node, ast.DictComp) else [node.key, node.value]
+        parts += [g.target for g in node.generators] + [c for g in node.generators for c in g.ifs]
+        parts += [g.iter for g in node.generators[1:]]
+        mine, bound = [n for p in parts for n in _own([p])], set()
+    else:  # a module-level statement: whatever it reads is global
+        return {n.id for n in _own([node]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
+            name for scope in (s for s in _own([node]) if isinstance(s, SCOPES)) for name in free_names(scope)}
+    declared = {name for n in mine if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
+    bound |= {n.id for n in mine if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)}
+    bound |= {(a.asname or a.name).split(".")[0] for n in mine if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    bound |= {n.name for n in mine if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n is not node}
+    bound -= declared
+    reads = {n.id for n in mine if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for scope in (n for n in mine if isinstance(n, SCOPES) and n is not node):
+        reads |= free_names(scope)
+    return reads - bound
+
+
 def reached(nb: NotebookNode, rule: Rule) -> list[ast.AST]:
-    """The learner's code the graded functions of ``rule`` reach (their definitions first)."""
+    """The learner's code the graded functions of ``rule`` reach (their definitions first): every
+    binding of a graded name, then the top-level bindings of every global name they read, in turn."""
     trees = []
     for cell in nb.cells:
         if cell.get("cell_type") != "code" or cells.is_test(cell):
             continue
-        try:
-            trees.append((cell, ast.parse(cells.source_text(cell))))
-        except SyntaxError:
-            continue
+        tree = _parse(cells.source_text(cell))
+        if tree is not None:
+            trees.append(tree)
     starts: list[ast.stmt] = []  # every binding of a graded name: a later `softmax = torch.softmax` counts
     others: dict[str, list[ast.stmt]] = {}
-    for _cell, tree in trees:
+    for tree in trees:
         for name, nodes in _bindings(tree).items():
             (starts if name in rule.functions else others.setdefault(name, [])).extend(nodes)
     seen: list[ast.AST] = []
@@ -128,10 +206,10 @@ def reached(nb: NotebookNode, rule: Rule) -> list[ast.AST]:
         if any(node is s for s in seen):
             continue
         seen.append(node)
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and sub.id not in names:
-                names.add(sub.id)
-                todo += others.get(sub.id, [])
+        outer = {n.id for n in _own([node]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for name in sorted((free_names(node) | outer) - names):  # outer: a def's defaults and decorators
+            names.add(name)
+            todo += others.get(name, [])
     return seen
 
 

@@ -88,3 +88,28 @@ def test_a_puzzles_allowed_primitives_are_the_only_attributes_its_answer_uses():
                  "import torch\n\ndef ones_below(n):\n    i = torch.arange(n)\n    return (i[:, None] >= i).float()\n",
                  "import torch\n\ndef ones_below(n):\n    return getattr(torch, 'tr' + 'il')(torch.arange(n))\n"):
         assert rules.violation(_nb("01_tensors", {"ex1_checkerboard": code}), rule) is not None, code
+
+
+def test_a_local_name_never_pulls_in_a_global_of_the_same_name():
+    """A scratch cell's `x = torch.softmax(...)` is not the answer's local `x`: no false accusation."""
+    nb = _nb("05_broadcasting", {
+        "ex4_standardize_columns": "import torch\nx = torch.softmax(torch.ones(3), 0)\nm = x.logsumexp(0)\n",
+        "ex5_softmax": ("import torch\n\ndef softmax(X, dim=-1):\n    x = X - X.amax(dim, keepdim=True)\n"
+                        "    m = [v for v in (x,)][0]\n    e = torch.exp(m)\n    return e / e.sum(dim, keepdim=True)\n"),
+    })
+    assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is None
+
+
+SHADOWS = {
+    "a global read by a nested function": "import torch\n_sm = torch.softmax\ndef softmax(X, dim=-1):\n    def inner():\n        return _sm(X, dim)\n    return inner()",
+    "a default argument naming a global": "import torch\n_sm = torch.softmax\ndef softmax(X, dim=-1, f=_sm):\n    return f(X, dim)",
+    "a global declared in the function": "import torch\n_sm = torch.softmax\ndef softmax(X, dim=-1):\n    global _sm\n    return _sm(X, dim)",
+    "a magic in the answer cell": "%time 1\nimport torch\n_sm = torch.softmax\ndef softmax(X, dim=-1):\n    return _sm(X, dim)",
+    "a local in an inner function only": "import torch\n_sm = torch.softmax\ndef softmax(X, dim=-1):\n    def inner():\n        _sm = 0\n        return _sm\n    inner()\n    return _sm(X, dim)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(SHADOWS))
+def test_a_global_is_followed_through_scopes(how):
+    nb = _nb("05_broadcasting", {"ex5_softmax": SHADOWS[how]})
+    assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is not None
