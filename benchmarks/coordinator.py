@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import nbformat  # noqa: E402
 
-from grader import dispatch, grade, project, samples  # noqa: E402
+from grader import grade, project, samples, watchdog  # noqa: E402
 from grader.engines import forkpool  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
 from grader.release import dumps  # noqa: E402
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         def null_engine(nb, options, engine):  # the grader only reads an executed notebook
             return Execution(nb=canned)
 
-        dispatch.execute_notebook = null_engine
+        watchdog.execute_notebook = null_engine
         forkpool.prestart = lambda *a, **k: None  # no warm server: nothing is executed
         forkpool.shutdown()
         small = timed_batch(tmp, args.students, args.db_url)

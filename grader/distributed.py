@@ -1,6 +1,6 @@
 """Executing submissions on a Dask distributed cluster (``course grade --scheduler ADDRESS``).
 
-Only execution leaves this machine: each task is :func:`grader.dispatch.run_one` on one
+Only execution leaves this machine: each task is :func:`grader.watchdog.run_one` on one
 prepared notebook (no gradebook handle, no solutions), run by whichever worker is free. The
 coordinator gathers results as they complete and writes the gradebook itself, so the
 gradebook needs no network access from the workers.
@@ -27,7 +27,7 @@ def execute_all(todo: Iterable[tuple], address: str, engine: str,
     """
     from distributed import Client, as_completed
 
-    from grader.dispatch import run_one
+    from grader.watchdog import run_one
 
     items = iter(todo)
     first = next(items, None)

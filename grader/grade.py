@@ -1,11 +1,11 @@
 """``course grade``: auto-grade every submission into the workspace's gradebook.
 
 A submission passes once through the stages, each a module of its own: intake
-(:mod:`grader.intake`) -> prepare (:mod:`grader.prepare`) -> execute (:mod:`grader.dispatch`
-and the engines) -> verdict (:mod:`grader.verdict`, against :mod:`grader.reference`) ->
-record (:mod:`grader.record`). The coordinating process does all but execution: it owns the
-gradebook, the solutions and every decision; workers only execute notebooks, so one
-misbehaving submission costs that submission and nothing else.
+(:mod:`grader.intake`) -> prepare (:mod:`grader.prepare`) -> execute (:mod:`grader.dispatch`,
+:mod:`grader.watchdog` and the engines) -> verdict (:mod:`grader.verdict`, against
+:mod:`grader.reference`) -> record (:mod:`grader.record`). The coordinating process does all
+but execution: it owns the gradebook, the solutions and every decision; workers only execute
+notebooks, so one misbehaving submission costs that submission and nothing else.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from nbformat import NotebookNode
 
 from grader import batch, dispatch, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
-from grader.dispatch import DEFAULT_ENGINE, ENGINES
 from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
 from grader.intake import Submission, discover, extract_lms_zip
@@ -35,6 +34,7 @@ from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
 from grader.record import Report, Workspace, passed_tests
 from grader.release import build_release, check_regions
+from grader.watchdog import DEFAULT_ENGINE, ENGINES
 from grader.workspace import check_options, describe_change
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]

@@ -25,7 +25,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4.nbbase import random_cell_id
 
-from grader import cells, dispatch, instrument
+from grader import cells, instrument, watchdog
 from grader.engines.execution import NOT_GRADING, ExecOptions, Execution
 from grader.observations import first_error, observations
 
@@ -158,7 +158,7 @@ def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision:
     src = nbformat.read(str(source), as_version=4)
     tests = instrument.chapter_tests(src)
     nb = grading_notebook(src, tests, options.device)
-    execution = dispatch.execute_notebook(nb, options, engine)
+    execution = watchdog.execute_notebook(nb, options, engine)
     if execution.error:
         raise RuntimeError(f"{chapter}: the solution notebook could not be run: {execution.error}")
     found, broken = extract(execution, tests)

@@ -155,20 +155,20 @@ def _stalling_engine(stopped: list):
 def test_a_stalled_execution_is_stopped_and_recorded_and_the_batch_completes(tmp_path, monkeypatch, engine, jobs):
     import time
 
-    from grader import dispatch
+    from grader import watchdog
     from grader.engines import fork, forkpool
 
     stopped: list = []
-    monkeypatch.setattr(dispatch, "execute", _stalling_engine(stopped))
+    monkeypatch.setattr(watchdog, "execute", _stalling_engine(stopped))
     monkeypatch.setattr(fork, "execute", _stalling_engine(stopped))
     monkeypatch.setattr(forkpool, "prestart", lambda *a, **k: None)
-    monkeypatch.setattr(dispatch, "stall_limit", lambda options: 1.5)
+    monkeypatch.setattr(watchdog, "stall_limit", lambda options: 1.5)
     subs, solutions = _stall_batch(tmp_path)
     start = time.monotonic()
     reports = {r.student: r for r in grade.main(subs, tmp_path / "work", jobs=jobs, engine=engine, solutions_dir=solutions)}
     assert time.monotonic() - start < 60
     stuck = reports.pop("aaron")
-    assert stuck.status == "error" and dispatch.STALLED in stuck.message, stuck.message
+    assert stuck.status == "error" and watchdog.STALLED in stuck.message, stuck.message
     assert all(t["status"] == "not run" for t in stuck.tests)
     assert {r.status for r in reports.values()} == {"graded"} and len(reports) == 4
     deadline = time.monotonic() + 5
@@ -232,7 +232,7 @@ def test_the_kernel_engine_runs_the_chapters_solutions_at_once_as_the_fork_engin
     import threading
     import time
 
-    from grader import dispatch
+    from grader import dispatch, watchdog
     from grader.engines.execution import Execution
 
     solutions = tmp_path / "solutions"
@@ -250,9 +250,9 @@ def test_the_kernel_engine_runs_the_chapters_solutions_at_once_as_the_fork_engin
 
     def in_process(todo, jobs, engine, scheduler=None, on_idle=None):
         for sub, nb, fp, options, findings in todo:
-            yield sub, fp, dispatch.run_one((nb, options, findings, engine))
+            yield sub, fp, watchdog.run_one((nb, options, findings, engine))
 
-    monkeypatch.setattr(dispatch, "execute_notebook", lambda nb, options, engine: (
+    monkeypatch.setattr(watchdog, "execute_notebook", lambda nb, options, engine: (
         slow_solutions(nb, options, engine) if threading.current_thread().name.startswith("reference")
         else Execution(nb=nb)))
     monkeypatch.setattr(dispatch, "execute_all", in_process)

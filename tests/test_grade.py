@@ -375,7 +375,7 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
     import threading
     import time
 
-    from grader import dispatch
+    from grader import watchdog
     from grader.engines import forkpool
     from grader.engines.execution import Execution
 
@@ -392,7 +392,7 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
         return Execution(nb=nb)
 
     real_prepare = grade.prepare
-    monkeypatch.setattr(dispatch, "execute_notebook", slow_solutions)
+    monkeypatch.setattr(watchdog, "execute_notebook", slow_solutions)
     monkeypatch.setattr(forkpool, "prestart", lambda *a, **k: None)
     monkeypatch.setattr(grade, "prepare", lambda *a, **k: prepared.append(time.monotonic()) or real_prepare(*a, **k))
     grade.main(subs, tmp_path / "work", jobs=2, engine="fork", solutions_dir=mini_solutions)

@@ -17,7 +17,7 @@ TIMEOUT_ENAME = "CellTimeoutError"
 PROBE_TIMEOUT = 5
 
 #: seconds past a submission's own budget (:meth:`ExecOptions.budget_seconds`, plus one cell
-#: timeout) after which the grader stops waiting for its execution (:func:`grader.dispatch.execute_notebook`):
+#: timeout) after which the grader stops waiting for its execution (:func:`grader.watchdog.execute_notebook`):
 #: later than the kernel engine's own watchdog, which kills the kernels 30 s past that point
 STALL_MARGIN = 90
 
@@ -96,7 +96,7 @@ def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
     return env
 
 
-# -- stopping an execution from outside (the dispatch's watchdog) ------------------------------
+# -- stopping an execution from outside (the watchdog: grader.watchdog) ------------------------
 
 class Stops:
     """What stops one execution: the engine running it registers (:func:`on_stop`) how to kill what

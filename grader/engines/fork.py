@@ -218,7 +218,7 @@ class _Runner:
         # shm included) and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.child: Child | None = None
-        self.stopped = False  # given up as stalled (grader.dispatch): no child is started again
+        self.stopped = False  # given up as stalled (grader.watchdog): no child is started again
 
     def run(self) -> Execution:
         on_stop(self._stop)
@@ -270,7 +270,7 @@ class _Runner:
         return self.result
 
     def _stop(self) -> None:
-        """The grader gave up on this submission (grader.dispatch): its child dies, no other starts."""
+        """The grader gave up on this submission (grader.watchdog): its child dies, no other starts."""
         self.stopped = True
         child = self.child
         if child is not None:

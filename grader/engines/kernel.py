@@ -233,7 +233,7 @@ class _Runner:
         # shm included, and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.watch: TreeWatch | None = None  # without a cgroup: the kernel's processes watched instead
-        self.stopped = False  # given up as stalled (grader.dispatch): no kernel is started again
+        self.stopped = False  # given up as stalled (grader.watchdog): no kernel is started again
         self.client = _client_class()(
             nb,
             timeout=options.cell_timeout,
@@ -315,7 +315,7 @@ class _Runner:
         self._kill_kernels()
 
     def _stop(self) -> None:
-        """The grader gave up on this submission (grader.dispatch): its kernel dies, no other starts."""
+        """The grader gave up on this submission (grader.watchdog): its kernel dies, no other starts."""
         self.stopped = True
         self._kill_kernels()
 
