@@ -21,11 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from grader.exceptions import NothingToGrade, OptionError, SubmissionError, WorkspaceBusy
-from grader.workspace import LOCK, Workspace
+from grader.workspace import LOCK, LOG, Workspace
 
-#: The batch's log in the workspace: what the grader met, with causes (a solution failing its
-#: own test, the traceback of a submission it could not score); appended to by every batch.
-LOG = "grader.log"
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
 #: What :func:`pending` finds: something to grade; nothing (every submission recorded, same
@@ -181,8 +178,9 @@ def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapt
     """
     if force or not any(ws.results.glob("*/*.json")):
         return WORK
-    from grader import grade, record
+    from grader import record
     from grader.engines.execution import ExecOptions
+    from grader.fingerprints import remembered_options, result_key
     from grader.intake import discover, extract_lms_zip
 
     expected = {c: p.name for c, p in sources.items()}
@@ -194,16 +192,16 @@ def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapt
         elif found is None:
             found = discover(submissions, expected)
     base = ExecOptions(**options)
-    before = grade._remembered_options(ws, base)
+    before = remembered_options(ws, base)
     verdict = NOTHING
     for sub in found:
         if sub.path is None or sub.chapter not in sources:
             continue
         raw, source = sub.path.read_bytes(), sources[sub.chapter]
         recorded = record.recorded_fingerprint(ws, sub)  # None: never graded, or an error (graded again)
-        if recorded is not None and recorded == grade._result_key(raw, source, base):
+        if recorded is not None and recorded == result_key(raw, source, base):
             continue
-        if before is not None and recorded is not None and recorded == grade._result_key(raw, source, before):
+        if before is not None and recorded is not None and recorded == result_key(raw, source, before):
             return REFUSED
         verdict = WORK
     return verdict

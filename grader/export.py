@@ -17,11 +17,10 @@ from pathlib import Path
 from nbgrader.api import MissingEntry
 
 from grader import record, review
-from grader.batch import LOG
 from grader.escaping import csv_cell
 from grader.exceptions import GradebookError
 from grader.gradebook import open_gradebook
-from grader.workspace import mask
+from grader.workspace import LOG, mask
 
 #: Columns of results.csv, in order.
 RESULT_COLUMNS = ["student", "chapter", "test", "points", "max", "status", "reason", "manual", "comment", "late",

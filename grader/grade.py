@@ -10,9 +10,7 @@ notebooks, so one misbehaving submission costs that submission and nothing else.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
 import inspect
 import itertools
 import logging
@@ -29,6 +27,7 @@ from grader import batch, dispatch, instrument, project, record, reference, scor
 from grader import gradebook as gbmod
 from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
+from grader.fingerprints import GRADER_REVISION, chapter_options, remembered_options, result_key
 from grader.intake import Submission, discover, extract_lms_zip
 from grader.integrity import Finding
 from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
@@ -40,26 +39,6 @@ from grader.workspace import check_options, describe_change
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]
 
 log = logging.getLogger(__name__)
-
-#: Bump when a change to grading could change a score: cached results are then redone.
-GRADER_REVISION = "3"
-
-
-def _fingerprint(*parts: bytes) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(hashlib.sha256(part).digest())
-    return h.hexdigest()[:32]
-
-
-def _result_key(raw: bytes, source: Path, options: ExecOptions) -> str:
-    """What a recorded result depends on: the submitted file, the chapter source, the options that
-    can change a grade (the chapter's own ``grading.toml`` applied) and the grader's revision."""
-    chapter_opts = asdict(chapter_options(options, source.parent))
-    settings = source.parent / "grading.toml"  # its rules too (grader.rules)
-    return _fingerprint(raw, source.read_bytes(), reference.options_key(chapter_opts), GRADER_REVISION.encode(),
-                        settings.read_bytes() if settings.is_file() else b"")
-
 
 def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
     """Check the options first, then grade holding the workspace's lock (:meth:`Workspace.lock`):
@@ -180,7 +159,7 @@ def main(
                                                   project.grading_settings(sources[chapter].parent))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
     recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission
-    before = _remembered_options(ws, base)
+    before = remembered_options(ws, base)
     changed = 0  # recorded results these options would re-grade (same file, same chapter source)
     for sub in found:
         if sub.path is None:
@@ -188,13 +167,13 @@ def main(
         source = sources[sub.chapter]
         options = asdict(chapter_options(base, source.parent))
         raw = sub.path.read_bytes()
-        fp = _result_key(raw, source, base)
+        fp = result_key(raw, source, base)
         cached = record.cached(ws, sub, fp, recorded[sub.chapter])
         if cached is not None and not force:
             reports.append(cached)
             continue
         if before is not None and not force:
-            changed += record.recorded_fingerprint(ws, sub) == _result_key(raw, source, before)
+            changed += record.recorded_fingerprint(ws, sub) == result_key(raw, source, before)
         candidates.append((sub, options, raw, fp))
     if changed:
         shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
@@ -295,24 +274,6 @@ def main(
         executed.close()
     reports.sort(key=lambda r: (r.student, r.chapter))
     return reports
-
-
-def _remembered_options(ws: Workspace, base: ExecOptions) -> ExecOptions | None:
-    """The options the workspace's last batch graded with (None when it remembers none)."""
-    remembered = ws.settings().get("grading")
-    if not isinstance(remembered, dict):
-        return None
-    fields = {f.name for f in dataclasses.fields(ExecOptions)} - set(NOT_GRADING)
-    return dataclasses.replace(base, **{k: v for k, v in remembered.items() if k in fields})
-
-
-def chapter_options(base: ExecOptions, chapter_dir: Path) -> ExecOptions:
-    """``base``, with the chapter's own ``grading.toml`` (``cell_timeout``, ``memory_mb``) applied."""
-    import dataclasses
-
-    data = project.grading_settings(chapter_dir)
-    allowed = {k: v for k, v in data.items() if k in ("cell_timeout", "memory_mb")}
-    return dataclasses.replace(base, **allowed) if allowed else base
 
 
 def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], skip: str) -> dict[str, NotebookNode]:

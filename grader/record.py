@@ -18,12 +18,11 @@ from typing import Any
 import nbformat
 
 from grader import cells, jsonio, scores
-from grader.batch import LOG
 from grader.engines.execution import Execution
 from grader.intake import Submission
 from grader.scores import Scores
 from grader.verdict import NO_REFERENCE, PASSED, TestResult, score
-from grader.workspace import Workspace
+from grader.workspace import LOG, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,7 @@ def scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple)
 
 
 def _see(ws: Workspace) -> str:
-    """Where a message sends the instructor for the cause: the batch's log (:data:`grader.batch.LOG`)."""
+    """Where a message sends the instructor for the cause: the batch's log (:data:`grader.workspace.LOG`)."""
     return f"the cause is in {ws.root / LOG}"
 
 

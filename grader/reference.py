@@ -26,7 +26,8 @@ from nbformat import NotebookNode
 from nbformat.v4.nbbase import random_cell_id
 
 from grader import cells, instrument, watchdog
-from grader.engines.execution import NOT_GRADING, ExecOptions, Execution
+from grader.engines.execution import ExecOptions, Execution
+from grader.fingerprints import options_key
 from grader.observations import first_error, observations
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,6 @@ log = logging.getLogger(__name__)
 _CODE = sorted(
     p for folder in (Path(__file__).parent, Path(__file__).parent.parent / "course_utils") for p in folder.rglob("*.py")
 )
-
-
-def options_key(options: dict[str, Any]) -> bytes:
-    """The options that can change a grade, as bytes: not where the folders lie (``hide``), so
-    the same submissions copied elsewhere are not graded again."""
-    return json.dumps({k: v for k, v in options.items() if k not in NOT_GRADING}, sort_keys=True).encode()
 
 
 def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) -> str:

@@ -26,6 +26,9 @@ from grader.exceptions import GradebookError, OptionError, WorkspaceBusy, Worksp
 
 SETTINGS = "workspace.json"
 LOCK = "workspace.lock"
+#: The batch's log in the workspace: what the grader met, with causes (a solution failing its
+#: own test, the traceback of a submission it could not score); appended to by every batch.
+LOG = "grader.log"
 DB_URL_ENV = "COURSE_DB_URL"
 FORMAT = 1
 

@@ -287,13 +287,13 @@ def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_so
     the next (no re-grade, no "graded with other options"); a fork engine's reference is redone."""
     import dataclasses
 
-    from grader import reference
+    from grader import fingerprints, reference
     from grader.engines.execution import ExecOptions
 
     source = next(mini_solutions.glob("*/*.ipynb"))
     plain = ExecOptions()
     preloaded = dataclasses.replace(plain, preload=["torch._dynamo"])
-    assert grade._result_key(b"{}", source, plain) == grade._result_key(b"{}", source, preloaded)
+    assert fingerprints.result_key(b"{}", source, plain) == fingerprints.result_key(b"{}", source, preloaded)
     assert reference.options_key(dataclasses.asdict(plain)) == reference.options_key(dataclasses.asdict(preloaded))
     assert reference.fingerprint(source, plain, "kernel", "r") == reference.fingerprint(source, preloaded, "kernel", "r")
     assert reference.fingerprint(source, plain, "fork", "r") != reference.fingerprint(source, preloaded, "fork", "r")
@@ -304,6 +304,7 @@ def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path
     same options, so its recorded results are neither "graded with other options" nor stale."""
     import dataclasses
 
+    from grader import fingerprints
     from grader.engines.execution import NOT_GRADING, ExecOptions
     from grader.workspace import Workspace
 
@@ -314,9 +315,9 @@ def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path
     ws.remember(grading={"engine": "fork", **{k: v for k, v in dataclasses.asdict(first).items() if k not in NOT_GRADING}})
     assert "preload" not in ws.settings()["grading"]
     later = dataclasses.replace(first, preload=["torch._dynamo", "sklearn.datasets"])
-    before = grade._remembered_options(ws, later)
+    before = fingerprints.remembered_options(ws, later)
     assert before == later
-    assert grade._result_key(b"{}", source, before) == grade._result_key(b"{}", source, first)
+    assert fingerprints.result_key(b"{}", source, before) == fingerprints.result_key(b"{}", source, first)
 
 
 def test_a_chapters_grading_toml_sets_its_timeout_and_memory_and_nothing_else(tmp_path):
