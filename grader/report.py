@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -22,14 +21,10 @@ from grader.report_plot import chapter_plot
 from grader.report_tables import (
     CHAPTER_HEAD,
     HARDEST_HEAD,
-    LEGEND,
-    LEGEND_TOTAL,
     NO_REVIEW,
     NOT_GRADED_HEAD,
     REVIEW_HEAD,
-    ChapterStats,
-    ReviewRow,
-    StudentRow,
+    Class,
     chapter_facts,
     chapter_row,
     chapter_stats,
@@ -41,37 +36,6 @@ from grader.report_tables import (
     student_rows,
 )
 from grader.workspace import Workspace
-
-
-@dataclass
-class Class:
-    """Everything the report shows, as plain data."""
-
-    results: list[dict]
-    students: list[StudentRow]
-    chapters: list[ChapterStats]
-    not_graded: list[tuple[str, str, str, str]]
-    review: list[ReviewRow]
-    figures: dict[str, str]  # chapter -> SVG text
-
-    @property
-    def max_total(self) -> float:
-        return sum(c.max_score for c in self.chapters)
-
-    def legend(self) -> str:
-        return LEGEND + (LEGEND_TOTAL if len(self.chapters) > 1 else "")
-
-    def summary(self) -> str:
-        graded = sum(c.graded for c in self.chapters)
-        late = sum(c.late for c in self.chapters)
-        parts = [f"{len(self.results)} submission{_s(self.results)} from {len(self.students)} "
-                 f"student{_s(self.students)} in {len(self.chapters)} chapter{_s(self.chapters)}: {graded} graded",
-                 f"{len(self.not_graded)} not graded", f"{len(self.review)} to review", f"{late} late"]
-        return ", ".join(parts)
-
-
-def _s(items: list) -> str:
-    return "" if len(items) == 1 else "s"
 
 
 def load_results(workdir: Path) -> list[dict]:

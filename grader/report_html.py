@@ -27,7 +27,7 @@ from grader.report_tables import (
 )
 
 if TYPE_CHECKING:
-    from grader.report import Class
+    from grader.report_tables import Class
 
 REPORT_CSS = Path(__file__).with_name("templates") / "report.css"
 

@@ -245,3 +245,34 @@ def chapter_facts(c: ChapterStats) -> str:
         return f"{c.submitted} submitted, none graded."
     return (f"{c.graded} of {c.submitted} graded; mean {points(round(c.mean, 1))}, median {points(round(c.median, 1))} "
             f"of {points(c.max_score)}; {c.passing} with at least {PASS_MARK:.0%} of the points.")
+
+
+@dataclass
+class Class:
+    """Everything the report shows, as plain data."""
+
+    results: list[dict]
+    students: list[StudentRow]
+    chapters: list[ChapterStats]
+    not_graded: list[tuple[str, str, str, str]]
+    review: list[ReviewRow]
+    figures: dict[str, str]  # chapter -> SVG text
+
+    @property
+    def max_total(self) -> float:
+        return sum(c.max_score for c in self.chapters)
+
+    def legend(self) -> str:
+        return LEGEND + (LEGEND_TOTAL if len(self.chapters) > 1 else "")
+
+    def summary(self) -> str:
+        graded = sum(c.graded for c in self.chapters)
+        late = sum(c.late for c in self.chapters)
+        parts = [f"{len(self.results)} submission{_s(self.results)} from {len(self.students)} "
+                 f"student{_s(self.students)} in {len(self.chapters)} chapter{_s(self.chapters)}: {graded} graded",
+                 f"{len(self.not_graded)} not graded", f"{len(self.review)} to review", f"{late} late"]
+        return ", ".join(parts)
+
+
+def _s(items: list) -> str:
+    return "" if len(items) == 1 else "s"
