@@ -104,7 +104,7 @@ def test_every_engine_and_job_count_gives_identical_grades(graded, name):
 def test_an_output_off_nbformats_schema_is_cleaned_before_nbclient_sees_it():
     """A kernel's process can publish ``text/plain`` as a list of numbers: nbclient would refuse the
     output and the kernel engine would take the run for a dead kernel (every test "not run")."""
-    from grader.engines.kernel import _schema_content
+    from grader.engines.kernelclient import _schema_content
 
     data = _schema_content("display_data", {"data": {"text/plain": [1, 2], "text/html": {"a": 1}, "image/png": "iVBO",
                                                      "application/vnd.x+json": {"k": [1]}}, "metadata": [1]})

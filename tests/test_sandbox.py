@@ -318,7 +318,7 @@ def test_rlimit_nproc_counts_the_sandboxs_own_processes_except_for_root():
 
 def test_a_sandboxed_kernel_caps_its_processes_inside_the_sandbox(tmp_path, monkeypatch):
     from grader.engines import confine
-    from grader.engines.kernel import SandboxedKernelManager
+    from grader.engines.kernelclient import SandboxedKernelManager
 
     km = SandboxedKernelManager(kernel_name="python3")
     km.sandbox = Sandbox(workdir=tmp_path, memory_mb=None)
