@@ -14,7 +14,7 @@ from grader.engines import fork as forkengine
 from grader.engines import forkpool, forkstart
 from grader.engines import kernel as kernel_engine
 from grader.engines.execution import ExecOptions
-from grader.engines.fork import _pidfd_pid
+from grader.engines.forkchild import _pidfd_pid
 from grader.engines.sandbox import bubblewrap_works, process_cap
 
 pytestmark = pytest.mark.slow
