@@ -177,6 +177,10 @@ browser-deps: $(STAMP) ## Install headless Chromium (apt) for the browser test w
 	  echo "no /usr/bin/chromium and no apt-get: install Chromium, or the browser test is skipped" >&2; \
 	fi
 
+.PHONY: architecture
+architecture: $(STAMP) ## Redraw docs/architecture.svg, the grader's import graph by stage (ci/architecture.py; needs dot)
+	$(PY) ci/architecture.py
+
 .PHONY: bench
 bench: $(STAMP) ## Grading throughput: plain nbgrader vs course grade's kernel and fork engines (40 submissions)
 	$(PY) benchmarks/grading.py --students 40 --jobs $(JOBS)
