@@ -7,7 +7,7 @@ the same batch of chapter-01 submissions is graded with 1, 2, ... workers (one t
 each), in one workspace whose solution run is cached, and the script prints submissions per
 second for each size and its speed-up over one worker. On a machine with C cores the curve
 can only climb up to C workers; beyond one machine the same coordinator feeds a real
-cluster (see the README's performance section for what one coordinator can feed).
+cluster (see docs/engines.md, Performance, for what one coordinator can feed).
 
     python benchmarks/cluster.py [--students 24] [--workers 1,2]
 

@@ -1,6 +1,6 @@
 """What `--device cuda` and a CUDA build of torch change in confinement, checked without a GPU.
 
-Measured on a GPU machine (H200, torch 2.11+cu130; see the README's GPU section): under a 2 GiB
+Measured on a GPU machine (H200, torch 2.11+cu130; see docs/isolation.md, GPUs): under a 2 GiB
 address-space cap a CUDA build of torch cannot even be imported, and a fork server that imported
 ``torch.utils.benchmark`` had started the CUDA driver, so that its children were refused CUDA.
 """

@@ -24,7 +24,7 @@ the name of its folder) is forked, sends the coordinator a pidfd of itself, and,
 So the servers of a batch share one import of torch, and nothing else: each has what a server
 in a bubblewrap sandbox of its own has, with a read-only ``/proc``, and with its own mounts held
 by the capabilities it no longer has rather than also locked by a user namespace of their own
-(the README's isolation section). The zygote never runs learner code and holds no server's
+(docs/isolation.md). The zygote never runs learner code and holds no server's
 channel once it has forked it.
 """
 
