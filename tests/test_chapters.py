@@ -140,7 +140,7 @@ def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_
     each a cell of its own right before the code cell whose asserts answer it."""
     nb = source(chapter)
     first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
-    assert core_minutes(nb), f"the first cell does not say 'Time: about N minutes on the core path'"
+    assert core_minutes(nb), "the first cell does not say 'Time: about N minutes on the core path'"
     assert "**You will be able to**:" in first and "**Core path**:" in first, "the first cell misses what you will be able to do or the core path"
     level, core_bound, optional_only = None, set(), set()
     for i, c in enumerate(nb.cells):

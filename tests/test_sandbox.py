@@ -244,8 +244,9 @@ def test_without_a_cgroup_a_submission_that_starts_too_many_processes_is_killed_
     ])
     # as root (this machine's grader) RLIMIT_NPROC does not hold and the watch kills the kernel's
     # whole sandbox; as another user the limit refuses the fork first
+    # (the watch looks twice a second: the spawns may all be done before it sees them, so "all
+    # started" may be printed; what holds is that the cell is stopped and nothing of it survives)
     assert 0 in ex.died or "Resource temporarily unavailable" in texts[0], (ex, texts)
-    assert "all started" not in texts[0]
     assert texts[1] == "the next cell ran\n"
     assert _leftovers(f"sleep {marker}") == []
 
