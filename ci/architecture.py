@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SVG = ROOT / "docs" / "architecture.svg"
+#: the same graph with each stage drawn as one box: the pipeline at a glance
+PIPELINE_SVG = ROOT / "docs" / "pipeline.svg"
 
 #: How an import is made: at the top of its module, inside a function (when it runs), or for
 #: type checkers only (never at run time).
@@ -197,6 +199,40 @@ def dot_source(edges: dict[str, dict[str, str]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def stage_edges(edges: dict[str, dict[str, str]] | None = None) -> dict[tuple[str, str], int]:
+    """{(stage, stage it imports from): how many module imports} -- imports inside a stage, and of
+    the shared helpers every stage uses, left out."""
+    edges = graph() if edges is None else edges
+    where = stage_of()
+    counts: dict[tuple[str, str], int] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            a, b = where.get(module), where.get(target)
+            if a and b and a != b and b != "shared":  # everything uses the shared helpers: said, not drawn
+                counts[(a, b)] = counts.get((a, b), 0) + 1
+    return counts
+
+
+def pipeline_source(edges: dict[str, dict[str, str]] | None = None) -> str:
+    """The stages as DOT, one box each (its modules listed), an arrow per stage it imports from."""
+    lines = [
+        "digraph pipeline {",
+        '  graph [rankdir=LR, fontname="Helvetica", fontsize=12, nodesep=0.3, ranksep=0.6,'
+        ' label="grader: its stages; an arrow points to a stage whose modules it imports (how many imports);'
+        ' every stage uses the shared helpers",'
+        ' labelloc=t];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+        '  edge [color="#00000088", fontname="Helvetica", fontsize=9];',
+    ]
+    for stage, (what, names) in STAGES.items():
+        listed = "\\n".join(n.replace("engines.", "engines/") for n in names[:8]) + ("\\n..." if len(names) > 8 else "")
+        lines.append(f'  "{stage}" [label="{stage}\\n({what})\\n\\n{listed}", fillcolor="{_COLOURS[stage]}"];')
+    for (a, b), n in sorted(stage_edges(edges).items()):
+        lines.append(f'  "{a}" -> "{b}" [label="{n}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def render(source: str, dest: Path = SVG) -> Path:
     """``source`` drawn by graphviz's ``dot`` into ``dest`` (SVG)."""
     svg = subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True, text=True, check=True).stdout
@@ -214,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dot:
         print(source, end="")
         return 0
-    print(f"wrote {render(source).relative_to(ROOT)}: {len(edges)} modules, "
+    render(pipeline_source(edges), PIPELINE_SVG)
+    print(f"wrote {PIPELINE_SVG.relative_to(ROOT)} and {render(source).relative_to(ROOT)}: {len(edges)} modules, "
           f"{sum(len(t) for t in edges.values())} imports, {len(cycles(edges))} circles")
     return 0
 

@@ -90,3 +90,12 @@ def test_the_script_draws_the_picture_with_dot(tmp_path):
     out = architecture.render(source, tmp_path / "architecture.svg")
     nodes, _, clusters = _svg_titles(out.read_text(encoding="utf-8"))
     assert "grader.grade" in nodes and "cluster_verdict" in clusters
+
+
+def test_the_committed_pipeline_picture_has_every_stage_and_the_imports_between_stages():
+    """docs/pipeline.svg: the stages as boxes, an arrow where one stage's modules import another's."""
+    nodes, arrows, _ = _svg_titles(architecture.PIPELINE_SVG.read_text(encoding="utf-8"))
+    assert nodes == set(architecture.STAGES), "run `python ci/architecture.py` and commit docs/pipeline.svg"
+    assert arrows == {f"{a}->{b}" for a, b in architecture.stage_edges()}, \
+        "run `python ci/architecture.py` and commit docs/pipeline.svg"
+    assert ("commands", "intake") in architecture.stage_edges()
