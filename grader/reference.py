@@ -140,9 +140,23 @@ def extract(execution: Execution, tests: dict[str, instrument.TestSource]) -> tu
     return found, broken
 
 
+def prepared(source: Path, options: ExecOptions) -> tuple[NotebookNode, dict[str, instrument.TestSource]]:
+    """The solution notebook as the reference runs it, and its tests as the grader rewrote them.
+
+    Made in the coordinator's own thread (:func:`run_all` does it before its threads start):
+    CPython 3.11's ``ast`` is not safe to use from two threads at once ("AST constructor recursion
+    depth mismatch"), and this thread prepares the submissions, parsing their cells, meanwhile.
+    """
+    src = nbformat.read(str(source), as_version=4)
+    tests = instrument.chapter_tests(src)
+    return grading_notebook(src, tests, options.device), tests
+
+
 def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision: str,
-        cache_dir: Path) -> dict[str, list[dict]]:
-    """The reference observations of ``chapter`` (from the cache when nothing changed)."""
+        cache_dir: Path, ready: tuple[NotebookNode, dict[str, instrument.TestSource]] | None = None,
+        ) -> dict[str, list[dict]]:
+    """The reference observations of ``chapter`` (from the cache when nothing changed); ``ready``:
+    what :func:`prepared` made of it already."""
     fp = fingerprint(source, options, engine, revision)
     path = cache_dir / f"{chapter}-{fp}.json"
     if path.exists():
@@ -150,9 +164,7 @@ def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision:
             return json.loads(path.read_text(encoding="utf-8"))["tests"]
         except (OSError, ValueError, KeyError):
             log.warning("%s: the cached reference is unreadable; running it again", path)
-    src = nbformat.read(str(source), as_version=4)
-    tests = instrument.chapter_tests(src)
-    nb = grading_notebook(src, tests, options.device)
+    nb, tests = ready if ready is not None else prepared(source, options)
     execution = watchdog.execute_notebook(nb, options, engine)
     if execution.error:
         raise RuntimeError(f"{chapter}: the solution notebook could not be run: {execution.error}")
@@ -183,10 +195,17 @@ def run_all(chapters: dict[str, tuple[Path, ExecOptions]], engine: str, revision
     found: dict[str, dict] = {}
     stopping = threading.Event()  # Ctrl-C: what fails after it (the servers stopped) is not news
 
+    ready: dict[str, tuple] = {}
+    for chapter, (source, options) in chapters.items():  # here, not in the threads (see prepared)
+        try:
+            ready[chapter] = prepared(source, options)
+        except Exception as exc:  # noqa: BLE001 - run() meets it again and says why
+            log.debug("preparing the reference of %s: %s", chapter, exc)
+
     def one(chapter: str) -> None:
         source, options = chapters[chapter]
         try:
-            found[chapter] = run(chapter, source, options, engine, revision, cache_dir)
+            found[chapter] = run(chapter, source, options, engine, revision, cache_dir, ready.get(chapter))
         except Exception as exc:  # the chapter cannot be graded: every test says why
             if not stopping.is_set():
                 log.error("the reference run of %s failed: %s", chapter, exc)

@@ -59,3 +59,34 @@ def test_ctrl_c_while_the_solutions_run_leaves_no_error_behind_the_graders_last_
         release.set()  # the servers stop: the runs fail
         assert done.wait(10)
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_the_solutions_are_parsed_in_the_coordinators_thread_never_beside_its_own_parsing(tmp_path, monkeypatch):
+    """CPython 3.11's ast is not safe in two threads at once ("AST constructor recursion depth
+    mismatch" failed a whole chapter's reference now and then): the test cells are rewritten here,
+    before the threads that run the solutions start, while this thread prepares submissions."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grader import instrument
+
+    src = new_notebook(cells=[new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "test_a", "points": 1, "locked": True}})])
+    path = tmp_path / "a.ipynb"
+    nbformat.write(src, str(path))
+    where, ran = [], []
+    real = instrument.chapter_tests
+
+    def recording(*args, **kwargs):
+        where.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    def run(chapter, source, options, engine, revision, cache_dir, ready=None):
+        ran.append(ready is not None)
+        return {}
+
+    monkeypatch.setattr(instrument, "chapter_tests", recording)
+    monkeypatch.setattr(reference, "run", run)
+    reference.run_all({"01_a": (path, ExecOptions()), "02_b": (path, ExecOptions())}, "fork", "r", tmp_path,
+                      threads=2, meanwhile=iter(range(2)))
+    assert where == [True, True] and ran == [True, True]
