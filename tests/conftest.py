@@ -22,3 +22,14 @@ def mini_solutions(tmp_path: Path) -> Path:
     dest = tmp_path / "solutions"
     shutil.copytree(MINI, dest)
     return dest
+
+
+@pytest.fixture
+def subs(tmp_path: Path) -> Path:
+    """A class of one for the CLI tests: alice's untouched mini chapter (nothing here ever runs it)."""
+    import nbformat
+
+    path = tmp_path / "subs" / "alice" / "00_mini" / "mini.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nbformat.read(str(MINI / "00_mini" / "mini.ipynb"), as_version=4), str(path))
+    return tmp_path / "subs"

@@ -37,15 +37,6 @@ def error_line(result) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def subs(tmp_path: Path) -> Path:
-    """A class of one: alice's untouched chapter (nothing here ever runs it)."""
-    path = tmp_path / "subs" / "alice" / "00_mini" / "mini.ipynb"
-    path.parent.mkdir(parents=True)
-    nbformat.write(nbformat.read(str(MINI / "00_mini" / "mini.ipynb"), as_version=4), str(path))
-    return tmp_path / "subs"
-
-
 @pytest.mark.parametrize("option, says", [
     (["--timeout", "0"], "--timeout 0: a cell needs at least 1 second"),
     (["--timeout", "-1"], "--timeout -1"),

@@ -55,15 +55,6 @@ def servers(monkeypatch) -> list:
     return started
 
 
-@pytest.fixture
-def subs(tmp_path: Path) -> Path:
-    """alice's untouched chapter (nothing here runs it)."""
-    path = tmp_path / "subs" / "alice" / "00_mini" / "mini.ipynb"
-    path.parent.mkdir(parents=True)
-    nbformat.write(nbformat.read(str(MINI / "00_mini" / "mini.ipynb"), as_version=4), str(path))
-    return tmp_path / "subs"
-
-
 def _zip(path: Path, members: dict[str, str]) -> Path:
     with zipfile.ZipFile(path, "w") as z:
         for name, text in members.items():
