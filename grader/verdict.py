@@ -91,10 +91,6 @@ def known_exceptions() -> frozenset[str]:
     return frozenset(names | {"AnswerError", "StdinNotImplementedError", "OutOfMemoryError"})
 
 
-def _exception(ename: str) -> str:
-    return ename if ename in known_exceptions() else "an exception of a class defined in the notebook"
-
-
 def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[str, str]:
     """Status and reason for an error the learner's code left in a test cell, ``where`` it
     stopped the test (" while checking <the reference's next check>", or "").
