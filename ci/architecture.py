@@ -51,7 +51,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict", "comparison", "observations", "expectations", "reference", "instrument", "rules",
-        "library_messages")),
+        "library_messages", "hints")),
     "record": ("the gradebook, result files, CSV exports", (
         "record", "scores", "gradebook", "fingerprints", "review", "export")),
     "pages": ("feedback pages and the class report", (

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from grader import batch, dispatch, instrument, project, record, reference, scores
+from grader import batch, dispatch, hints, instrument, project, record, reference, scores
 from grader import gradebook as gbmod
 from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
@@ -156,7 +156,8 @@ def main(
         releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
         registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4),
-                                                  project.grading_settings(sources[chapter].parent))
+                                                  project.grading_settings(sources[chapter].parent),
+                                                  hints.load(sources[chapter].parent))
     candidates: list[tuple[Submission, dict, bytes, str]] = []
     recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission
     before = remembered_options(ws, base)

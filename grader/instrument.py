@@ -48,6 +48,8 @@ class TestSource:
     asserts: dict[int, Message] = field(default_factory=dict)
     #: how the exercise's answer must be written, checked on its source (:mod:`grader.rules`)
     rule: Rule | None = None
+    #: the exercise's reviewed hints, by way of failing (:mod:`grader.hints`)
+    hints: dict[str, str] = field(default_factory=dict)
 
 
 def _obs_call(attr: str, args: list[ast.expr]) -> ast.Call:
@@ -156,10 +158,12 @@ def rewrite(grade_id: str, source: str) -> TestSource:
     return TestSource(grade_id, code, messages)
 
 
-def chapter_tests(source_nb: NotebookNode, settings: dict | None = None) -> dict[str, TestSource]:
+def chapter_tests(source_nb: NotebookNode, settings: dict | None = None,
+                  hint_table: dict[str, dict[str, str]] | None = None) -> dict[str, TestSource]:
     """Every test cell of a chapter's source notebook, rewritten, by grade_id; with the rules of
-    the chapter's ``grading.toml`` data ``settings`` (see :mod:`grader.rules`) on their tests."""
-    from grader import rules
+    the chapter's ``grading.toml`` data ``settings`` (see :mod:`grader.rules`) and the hints of its
+    ``hints.toml`` table ``hint_table`` (see :mod:`grader.hints`) on their tests."""
+    from grader import hints, rules
 
     found = rules.from_settings(settings or {}, source_nb)
     tests = {
@@ -170,6 +174,9 @@ def chapter_tests(source_nb: NotebookNode, settings: dict | None = None) -> dict
     for gid, rule in found.items():
         if gid in tests:
             tests[gid].rule = rule
+    for gid, table in hints.by_test(hint_table or {}, source_nb).items():
+        if gid in tests:
+            tests[gid].hints = table
     return tests
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from nbformat import NotebookNode
 
 from course_utils.observe import SCHEMA
-from grader import cells, expectations, rules
+from grader import cells, expectations, hints, rules
 from grader.comparison import compare, site_message
 from grader.engines.execution import Execution
 from grader.instrument import Message, TestSource
@@ -115,9 +115,10 @@ def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[s
         )
     message = _error_message(evalue)
     said = f" with the message {message}" if message else ""
-    if where and hidden:
-        see = (": this input is one of the grader's hidden ones, so call your function on such an input"
-               " yourself to see the whole error and the line that raised it")
+    if hidden:
+        see = (": it came in the test's hidden part, on one of the grader's own inputs, so call your function"
+               " on inputs like the statement's (other shapes, dtypes, edge cases) yourself to see the whole"
+               " error and the line that raised it")
     else:
         see = " (run the test cell in your notebook to see the whole error and the line that raised it)"
     return FAILED, f"{ename} was raised{said}{where}{see}"
@@ -214,7 +215,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
     if len(got) > len(refs):
         return FAILED, "the test sent more observations than its checks make"
     if error is not None:
-        return _error_reason(error)
+        return _error_reason(error, "", hidden)
     return PASSED, ""
 
 
@@ -334,11 +335,13 @@ def score(
             broken_cell = syntax_error(execution.nb, index) if status == FAILED else None
             if broken_cell is not None:
                 reason = broken_cell
+            elif status == FAILED:
+                reason = hints.add(reason, tests[gid].hints, limit=MAX_REASON)
         rule = tests[gid].rule if gid in tests else None
         if status == PASSED and rule is not None:  # how it is written, read from its source
             broken = rules.violation(execution.nb, rule)
             if broken:
-                status, reason = FAILED, broken
+                status, reason = FAILED, hints.add(broken, tests[gid].hints, rule=True, limit=MAX_REASON)
         if len(reason) > MAX_REASON:
             reason = reason[: MAX_REASON - 1] + "…"
         points = max_points if status == PASSED else 0.0

@@ -1,0 +1,66 @@
+"""The reviewed hint tables: every exercise has one, and a failing reason ends with its hint."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from grader import cells, hints, project
+from grader.release import read
+
+CHAPTERS = project.chapters()
+
+
+def test_a_reason_is_told_by_its_kind_of_failure():
+    assert hints.kind_of("f(x) has dtype torch.int32 but expected torch.int64. Check ...") == "dtype"
+    assert hints.kind_of("f(x) has shape (3,) but expected (3, 1).") == "shape"
+    assert hints.kind_of("f(x) is on device 'cpu' but expected 'meta'.") == "device"
+    assert hints.kind_of("f(x) should be a tuple, but it is a list ([1, 2]).") == "type"
+    assert hints.kind_of("f(2) is 3 but expected 4.") == "value"
+    assert hints.kind_of("TypeError was raised with the message 'x' while checking f(2)") == "raised"
+    assert hints.kind_of("expected ValueError to be raised, but the code ran without error.") == "raised"
+    assert hints.kind_of("a check of the test failed") == "default"
+    assert hints.kind_of("it uses torch.softmax", rule=True) == "rule"
+    for status in ("not answered yet: ...", "your answer cell has a syntax error at line 2", "NameError: name 'f'",
+                   "the cell ran longer than 30 s and was stopped", "not run"):
+        assert hints.kind_of(status) is None
+
+
+def test_the_hint_for_the_kind_comes_first_then_the_default_and_a_status_gets_none():
+    table = {"dtype": "Cast with `.long()`.", "default": "Reread the statement."}
+    assert hints.add("f(x) has dtype torch.int32 but expected torch.int64.", table).endswith(
+        hints.LEAD + "Cast with `.long()`.")
+    assert hints.add("f(2) is 3 but expected 4.", table).endswith(hints.LEAD + "Reread the statement.")
+    assert hints.add("not answered yet", table) == "not answered yet"
+    assert hints.add("f(2) is 3 but expected 4.", {}) == "f(2) is 3 but expected 4."
+
+
+def test_a_long_reason_is_cut_so_that_its_hint_stays_whole():
+    out = hints.add("f(x) is " + "9" * 600 + " but expected 4.", {"value": "Count again."}, limit=400)
+    assert len(out) <= 400 and out.endswith(hints.LEAD + "Count again.")
+
+
+def test_hints_reach_the_test_after_their_answer_cell():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def f(): ...", metadata={"nbgrader": {"solution": True, "grade_id": "ex1"}}),
+        nbformat.v4.new_code_cell("assert f()", metadata={"nbgrader": {"grade": True, "grade_id": "t1", "points": 1}}),
+    ])
+    assert hints.by_test({"ex1": {"value": "v"}}, nb) == {"t1": {"value": "v"}}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_exercise_has_a_reviewed_hint_table(chapter):
+    """Each exercise's table says what to try for a wrong value and for anything else (``default``),
+    in whole sentences; no key is one the grader does not know."""
+    import tomllib
+
+    folder = project.source_notebook(chapter).parent
+    raw = tomllib.loads((folder / hints.FILE).read_text(encoding="utf-8"))
+    answers = [cells.grade_id(c) for c in read(project.source_notebook(chapter)).cells
+               if cells.is_solution(c) and c.cell_type == "code"]
+    assert sorted(raw) == sorted(answers), f"{chapter}: tables for {sorted(raw)}, exercises {sorted(answers)}"
+    for gid, table in raw.items():
+        assert set(table) <= {*hints.KINDS, "default"}, f"{chapter}:{gid}: unknown keys {set(table) - {*hints.KINDS, 'default'}}"
+        assert {"value", "default"} <= set(table), f"{chapter}:{gid}: needs at least `value` and `default`"
+        for kind, text in table.items():
+            assert text.strip().endswith((".", ")", "`")) and len(text) <= 200, f"{chapter}:{gid}.{kind}: {text!r}"
