@@ -4,10 +4,13 @@ an honest notebook's scratch code never is."""
 
 from __future__ import annotations
 
+import ast
+import re
+
 import nbformat
 import pytest
 
-from grader import project, rules, samples
+from grader import cells, project, rules, samples
 
 GOOD_SOFTMAX = ("import torch\n\ndef softmax(X, dim=-1):\n    e = torch.exp(X - X.amax(dim, keepdim=True))\n"
                 "    return e / e.sum(dim, keepdim=True)\n")
@@ -113,3 +116,38 @@ SHADOWS = {
 def test_a_global_is_followed_through_scopes(how):
     nb = _nb("05_broadcasting", {"ex5_softmax": SHADOWS[how]})
     assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is not None
+
+
+#: What a puzzle's statement calls to draw the expected output (course_utils pictures, matplotlib).
+DRAWS = frozenset({"show_grid", "show_strides", "show_broadcast", "show_mask", "draw_graph", "subplots", "plot", "imshow"})
+
+
+@pytest.mark.parametrize("chapter", project.chapters())
+def test_every_chapter_has_one_puzzle_with_its_primitives_checked(chapter):
+    """Each chapter has one puzzle: exactly one rule of its grading.toml lists allowed primitives
+    (with no_loops and a why), for an answer cell of the chapter whose statement (the cells from
+    its exercise heading to the answer) names every allowed primitive, defines a plain-Python loop
+    reference, runs it and draws the expected output."""
+    path = project.source_notebook(chapter)
+    declared = project.grading_settings(path.parent).get("rules", {})
+    puzzles = {gid: spec for gid, spec in declared.items() if isinstance(spec, dict) and "allow" in spec}
+    assert len(puzzles) == 1, f"{chapter}: {len(puzzles)} rules with `allow` in grading.toml, not one"
+    [(gid, spec)] = puzzles.items()
+    assert spec.get("no_loops") is True and str(spec.get("why", "")).strip(), f"{chapter}:{gid}: no_loops and a why"
+    nb = nbformat.read(str(path), as_version=4)
+    answer = [i for i, c in enumerate(nb.cells) if cells.is_solution(c) and cells.grade_id(c) == gid]
+    assert answer, f"{chapter}: grading.toml names {gid}, which is no answer cell of the chapter"
+    heading = re.compile(r"##+ Exercise \d+\b")
+    start = max(i for i in range(answer[0]) if nb.cells[i].cell_type == "markdown" and heading.match(nb.cells[i].source))
+    statement = nb.cells[start:answer[0]]
+    prose = "\n".join(c.source for c in statement if c.cell_type == "markdown")
+    assert "**Allowed primitives**" in prose, f"{chapter}:{gid}: the statement lists no allowed primitives"
+    unnamed = [n for n in sorted(spec["allow"]) if not re.search(rf"`(?:torch\.|\.){re.escape(n)}[`(]", prose)]
+    assert not unnamed, f"{chapter}:{gid}: the statement does not name the allowed {unnamed}"
+    trees = [ast.parse(c.source) for c in statement if c.cell_type == "code"]
+    specs = {f.name for t in trees for f in ast.walk(t) if isinstance(f, ast.FunctionDef)
+             and any(isinstance(n, ast.For | ast.While) for n in ast.walk(f))}
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+              for t in trees for n in ast.walk(t) if isinstance(n, ast.Call)}
+    assert specs & called, f"{chapter}:{gid}: no plain-Python loop reference that the statement runs"
+    assert called & DRAWS, f"{chapter}:{gid}: the statement draws no picture of the expected output"
