@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import collections
 import json
 import os
 import re
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import run_notebooks as runner
 
-from grader import cells, grade, instrument, project, rules, samples, verdict
+from grader import cells, grade, hints, instrument, project, rules, samples, verdict
 from grader.release import read
 
 CHAPTERS = project.chapters()
@@ -233,6 +234,24 @@ def wrong_cases() -> list[tuple[str, dict]]:
     return out
 
 
+#: A wrong answer whose reason is a status that already says what to do: no hint follows it.
+STATUS_CASE = re.compile(r"^\^(?:not answered yet|your answer cell has a syntax error)")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_exercise_has_three_wrong_answers_that_say_what_to_try(chapter):
+    """Each exercise has at least three known mistakes whose reason is asserted to go on with
+    "What to try: " and the exercise's hint; only a status (not answered, a syntax error) has none."""
+    cases = json.loads((WRONG / f"{chapter}.json").read_text(encoding="utf-8"))
+    for case in cases:
+        assert STATUS_CASE.match(case["message"]) or "What to try: " in case["message"], (
+            f"{chapter}:{case['grade_id']}: {case['mistake']!r} does not assert its reason's hint")
+    counts = collections.Counter(c["grade_id"] for c in cases if not STATUS_CASE.match(c["message"]))
+    answers = [cells.grade_id(c) for c in source(chapter).cells if cells.is_solution(c) and c.cell_type == "code"]
+    thin = {gid: counts[gid] for gid in answers if counts[gid] < 3}
+    assert not thin, f"{chapter}: exercises with fewer than three wrong answers that say what to try: {thin}"
+
+
 @pytest.fixture(scope="module")
 def class_batch(tmp_path_factory):
     """One grading batch: a perfect and an untouched submission for every chapter, the
@@ -304,6 +323,13 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
     verdict = next(t for t in report.tests if t["grade_id"] == target)
     assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target}"
     assert re.search(case["message"], verdict["reason"]), f"reason {verdict['reason']!r} does not match {case['message']!r}"
+    if STATUS_CASE.match(case["message"]):
+        assert hints.kind_of(verdict["reason"]) is None, f"{verdict['reason']!r} is not a status"
+    else:  # the reason ends with one of its exercise's reviewed hints, not with a bare status
+        table = hints.load(project.source_notebook(chapter).parent).get(case["grade_id"], {})
+        assert "What to try: " in verdict["reason"] and any(
+            verdict["reason"].endswith(hints.LEAD + hint) for hint in table.values()
+        ), f"reason {verdict['reason']!r} does not end with a hint of {case['grade_id']}"
     assert 0 < report.score < report.max_score, "a single wrong answer must give a partial score"
 
 
