@@ -63,7 +63,8 @@ def _describe(obj: Any) -> str:
         return f"a tensor of shape {_fmt_shape(obj.shape)} and dtype {obj.dtype}"
     if obj is None:
         return "None (did the function forget to `return` its result?)"
-    return f"a {_tensor_type(obj).__name__} ({_show(obj)})"
+    kind = _tensor_type(obj).__name__
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} ({_show(obj)})"
 
 
 def _shape_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
@@ -199,13 +200,27 @@ def check_tensor(
         return
     bad = _nonzero(_logical_not(ok))
     first = tuple(int(i) for i in bad[0]) if a.ndim else ()
-    got_v = a[first].item() if a.ndim else a.item()
-    want_v = e[first].item() if e.ndim else e.item()
+    got_v = _element(a[first] if a.ndim else a)
+    want_v = _element(e[first] if e.ndim else e)
     where = f" at index {_index_str(first)}" if a.ndim else ""
     raise AnswerError(
         f"{name} has the right shape, dtype and device, but {bad.shape[0]} of {a.numel()} values"
         f" differ{tol}. First difference{where}: got {_show(got_v)}, expected {_show(want_v)}."
     )
+
+
+def _element(t: torch.Tensor) -> Any:
+    """One element as a message quotes it: a float of a narrow dtype as that dtype writes it
+    (``0.7`` for float32's 0.699999988079071), every other value as Python has it."""
+    value = t.item()
+    if t.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(value, float):
+        import numpy as np  # noqa: PLC0415 - only for a value that differs
+
+        narrow = np.float16 if t.dtype == torch.float16 else np.float32
+        short = float(str(narrow(value)))
+        if float(narrow(short)) == value:
+            return short
+    return value
 
 
 def check_value(

@@ -139,7 +139,7 @@ def _hidden_tensor(actual: Any, expected: Any, name: str, why: str) -> str:
     first = tuple(int(i) for i in bad[0]) if a.ndim else ()
     where = f" at index {checks._index_str(first)}" if a.ndim else ""
     return (f"{name} has the right shape, dtype and device, but {len(bad)} of {a.numel()} values differ from the"
-            f" solution's on this hidden input. First difference{where}: yours is {_short(a[first].item())}.")
+            f" solution's on this hidden input. First difference{where}: yours is {_short(checks._element(a[first]))}.")
 
 
 def _kind_of(value: Any) -> str:

@@ -25,7 +25,8 @@ from grader import cells
 KINDS = ("rule", "raised", "device", "dtype", "shape", "type", "value")
 
 _PATTERNS = (
-    ("raised", re.compile(r"\bwas raised\b|\bexpected \S+(?: or \S+)* to be raised\b|\bthe code raised\b")),
+    ("raised", re.compile(r"\bwas raised\b|\bexpected \S+(?: or \S+)* to be raised\b|\bthe code raised\b"
+                          r"|\braised [A-Z]\w*(?:Error|Exception)\b")),
     ("device", re.compile(r" is on device ")),
     ("dtype", re.compile(r" has dtype ")),
     ("shape", re.compile(r" has shape | has \d+ items but expected ")),
@@ -37,6 +38,15 @@ _PATTERNS = (
 _NO_HINT = re.compile(r"^(?:not answered yet|your answer cell has a syntax error|NameError|the cell ran longer"
                       r"|the kernel died|not run|the notebook could not be run|the test sent|the test's checks"
                       r"|this test checks no value|the chapter's solution)")
+
+#: The checks' own advice, general to every exercise (course_utils.checks): where the exercise's
+#: table has a hint for the kind of failure, the reason gives that one instead.
+GENERIC = re.compile(
+    r" (?:An extra trailing dim equal to the last one often comes from|Same elements, different size-1 dims: try"
+    r"|Same sizes in another order: try|Same number of elements: try|Your tensor is empty: check"
+    r"|Check the dtype of the tensors you start from|Create new tensors on the device the call asks for"
+    r"|Return the tensor itself: `\.item\(\)`|Wrap it with torch\.tensor\(|Convert it with torch\.from_numpy"
+    r"|Use `\.item\(\)` to get a Python number)[^\n]*$")
 
 #: How a reason introduces the exercise's hint.
 LEAD = " What to try: "
@@ -91,10 +101,15 @@ def add(reason: str, hints: dict[str, str] | None, *, rule: bool = False, limit:
     """``reason`` ending with the exercise's hint for its kind of failure (or the ``default`` one);
     ``reason`` is cut first where both would pass ``limit`` characters, so the hint is never lost."""
     kind = kind_of(reason, rule=rule)
-    hint = (hints or {}).get(kind or "", "") or ((hints or {}).get("default", "") if kind else "")
+    specific = (hints or {}).get(kind or "", "")
+    hint = specific or ((hints or {}).get("default", "") if kind else "")
     if not hint or LEAD.strip() in reason:
         return reason
+    if specific:  # the exercise's own advice replaces the checks' general one
+        reason = GENERIC.sub("", reason)
     room = max(limit - len(LEAD) - len(hint), 80)
     if len(reason) > room:
         reason = reason[: room - 1] + "…"
+    if not reason.endswith((".", "!", "?", "…")):
+        reason += "."
     return reason + LEAD + hint

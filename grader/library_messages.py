@@ -28,7 +28,7 @@ TEMPLATES = [re.compile(t) for t in (
     r"element 0 of tensors does not require grad and does not have a grad_fn",
     r"a leaf Variable that requires grad is being used in an in-place operation",
     r"Can't call numpy\(\) on Tensor that requires grad",
-    rf"unsupported operand type\(s\) for [-+*/%@<>=!&|^]{{1,3}}: '{_ID}' and '{_ID}'",
+    rf"unsupported operand type\(s\) for (?:[-+*/%@<>=!&|^]{{1,3}}|divmod\(\)|pow\(\)): '{_ID}' and '{_ID}'",
     rf"'{_ID}' object has no attribute '{_ID}'",
     rf"'{_ID}' object is not (?:callable|subscriptable|iterable)",
     rf"{_ID}\(\) got an unexpected keyword argument '{_ID}'",
@@ -38,6 +38,12 @@ TEMPLATES = [re.compile(t) for t in (
     r"integer division or modulo by zero",
     r"list index out of range",
     r"tuple index out of range",
+    r"view size is not compatible with input tensor's size and stride \(at least one dimension spans across two"
+    r" contiguous subspaces\)\. Use \.reshape\(\.\.\.\) instead\.",
+    rf"{_ID}\(\): Expected dtype {_ID}(?:/{_ID}){{0,3}} for index",
+    rf"Expected size for first two dimensions of batch2 tensor to be: {_SHAPE} but got: {_SHAPE}\.",
+    r"At least one stride in the given numpy array is negative, and tensors with negative strides are not currently"
+    r" supported\.",
 )]
 
 

@@ -100,7 +100,7 @@ def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[s
     the name alone: a message can say anything."""
     ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
     if ename == "MemoryError" or (ename in ("RuntimeError", "OutOfMemoryError") and _out_of_memory(evalue)):
-        return MEMORY, f"the code used more memory than allowed ({ename})"
+        return MEMORY, f"the code used more memory than allowed ({ename}){where}"
     if ename not in known_exceptions():
         return FAILED, f"the code raised an exception of a class defined in the notebook{where}"
     if ename in FRIENDLY:
@@ -116,9 +116,7 @@ def _error_reason(error: dict, where: str = "", hidden: bool = False) -> tuple[s
     message = _error_message(evalue)
     said = f" with the message {message}" if message else ""
     if hidden:
-        see = (": it came in the test's hidden part, on one of the grader's own inputs, so call your function"
-               " on inputs like the statement's (other shapes, dtypes, edge cases) yourself to see the whole"
-               " error and the line that raised it")
+        see = ": it came in the test's hidden part; call your function on such inputs yourself to see the whole error"
     else:
         see = " (run the test cell in your notebook to see the whole error and the line that raised it)"
     return FAILED, f"{ename} was raised{said}{where}{see}"
