@@ -235,9 +235,10 @@ def _encode_tensor(t: Any) -> dict[str, Any]:
     nbytes = t.numel() * t.element_size()
     if nbytes > MAX_BYTES:
         return {"t": "too large", "why": f"a tensor of {nbytes} bytes"}
-    flat = t.detach().resolve_conj().resolve_neg().to("cpu").contiguous().reshape(-1)
+    # a fresh row-major copy: a one-element view keeps any stride through contiguous() and reshape()
+    flat = t.detach().resolve_conj().resolve_neg().to("cpu").reshape(-1).clone(memory_format=torch.contiguous_format)
     if flat.dtype.is_complex:
-        flat = torch.view_as_real(flat).reshape(-1)
+        flat = torch.view_as_real(flat).reshape(-1).clone(memory_format=torch.contiguous_format)
     raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
     out["data"] = _b64(raw.numpy().tobytes())
     return out

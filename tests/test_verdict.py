@@ -20,6 +20,8 @@ VALUES = [
     torch.float16, torch.Size([2, 3]), torch.device("cpu"),
     torch.arange(6).reshape(2, 3), torch.tensor(2.5), torch.zeros(0, 3), torch.ones(2, dtype=torch.bfloat16),
     torch.tensor([True, False]), torch.tensor([1 + 2j]), torch.arange(12).reshape(3, 4).T,
+    torch.arange(9.0).as_strided((1, 1), (3, 3)), torch.arange(9.0)[::4][:1],  # one element, a stride of 3 or 4
+    torch.tensor([1 + 2j, 3j])[::2],
     np.arange(4.0), np.int32(7),
 ]
 
