@@ -278,7 +278,8 @@ def check_value(
         if why is not None:
             raise AnswerError(why)
         if len(actual) != len(expected):
-            raise AnswerError(f"{name} has {len(actual)} items but expected {len(expected)}: {_show(list(expected))}.")
+            raise AnswerError(f"{name} is {_show(list(actual))}, {len(actual)} items, but expected {len(expected)}:"
+                              f" {_show(list(expected))}.")
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             check_value(a, e, name=item_name(name, i), rel_tol=rel_tol, abs_tol=abs_tol)
         return

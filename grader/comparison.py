@@ -161,7 +161,7 @@ def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol
         if kind is not None:
             return kind
         if len(actual) != len(expected):
-            return f"{name} has {len(actual)} items but expected {len(expected)}."
+            return f"{name} is {_short(list(actual))}, {len(actual)} items, but expected {len(expected)}."
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             why = _hidden_value(a, e, checks.item_name(name, i), rel_tol, abs_tol)
             if why is not None:

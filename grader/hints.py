@@ -29,7 +29,7 @@ _PATTERNS = (
                           r"|\braised [A-Z]\w*(?:Error|Exception)\b")),
     ("device", re.compile(r" is on device ")),
     ("dtype", re.compile(r" has dtype ")),
-    ("shape", re.compile(r" has shape | has \d+ items but expected ")),
+    ("shape", re.compile(r" has shape | has \d+ items but expected |, \d+ items, but expected ")),
     ("type", re.compile(r" should be (?:a|an|None)\b")),
     ("value", re.compile(r" but expected | values differ|not the solution's value| differs from the solution's")),
 )
@@ -97,9 +97,18 @@ def kind_of(reason: str, *, rule: bool = False) -> str | None:
     return "default"
 
 
-def add(reason: str, hints: dict[str, str] | None, *, rule: bool = False, limit: int = 400) -> str:
+def shorten(reason: str, limit: int) -> str:
+    """``reason`` within ``limit`` characters, cut in its middle: its beginning names the call, its
+    end holds the learner's value ("yours is ...", "got ..."), and both are worth more than the rest."""
+    if len(reason) <= limit:
+        return reason
+    head = (limit - 1) * 2 // 5
+    return reason[:head] + "…" + reason[len(reason) - (limit - 1 - head):]
+
+
+def add(reason: str, hints: dict[str, str] | None, *, rule: bool = False, limit: int = 600) -> str:
     """``reason`` ending with the exercise's hint for its kind of failure (or the ``default`` one);
-    ``reason`` is cut first where both would pass ``limit`` characters, so the hint is never lost."""
+    ``reason`` is cut first (:func:`shorten`) where both would pass ``limit`` characters, so the hint is never lost."""
     kind = kind_of(reason, rule=rule)
     specific = (hints or {}).get(kind or "", "")
     hint = specific or ((hints or {}).get("default", "") if kind else "")
@@ -107,9 +116,7 @@ def add(reason: str, hints: dict[str, str] | None, *, rule: bool = False, limit:
         return reason
     if specific:  # the exercise's own advice replaces the checks' general one
         reason = GENERIC.sub("", reason)
-    room = max(limit - len(LEAD) - len(hint), 80)
-    if len(reason) > room:
-        reason = reason[: room - 1] + "…"
+    reason = shorten(reason, max(limit - len(LEAD) - len(hint) - 1, 80))
     if not reason.endswith((".", "!", "?", "…")):
         reason += "."
     return reason + LEAD + hint

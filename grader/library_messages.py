@@ -44,6 +44,13 @@ TEMPLATES = [re.compile(t) for t in (
     rf"Expected size for first two dimensions of batch2 tensor to be: {_SHAPE} but got: {_SHAPE}\.",
     r"At least one stride in the given numpy array is negative, and tensors with negative strides are not currently"
     r" supported\.",
+    r"grad can be implicitly created only for scalar outputs",
+    r"Trying to backward through the graph a second time",
+    r"one of the variables needed for gradient computation has been modified by an inplace operation",
+    rf"function {_ID} returned an incorrect number of gradients \(expected {_N}, got {_N}\)",
+    r"Expected one of (?:[a-z]{2,15}, ){1,30}[a-z]{2,15} device type at start of device string: [\w:]{1,30}",
+    rf"not enough values to unpack \(expected {_N}, got {_N}\)",
+    rf"too many values to unpack \(expected {_N}\)",
 )]
 
 

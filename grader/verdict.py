@@ -36,7 +36,7 @@ from grader.observations import (
     observations,
 )
 
-MAX_REASON = 400
+MAX_REASON = 600
 
 PASSED = "passed"
 FAILED = "failed"
@@ -340,8 +340,7 @@ def score(
             broken = rules.violation(execution.nb, rule)
             if broken:
                 status, reason = FAILED, hints.add(broken, tests[gid].hints, rule=True, limit=MAX_REASON)
-        if len(reason) > MAX_REASON:
-            reason = reason[: MAX_REASON - 1] + "…"
+        reason = hints.shorten(reason, MAX_REASON)
         points = max_points if status == PASSED else 0.0
         results.append(TestResult(gid, points, max_points, status, reason, note))
     return results

@@ -475,7 +475,7 @@ def test_long_numbers_in_a_tests_message_are_capped():
 HIDDEN = [
     ("value", 4, 0, "is 0"),
     ("value", 4.5, 1.5, "is 1.5"),
-    ("value", (101, 202, 303), (101, 202), "has 2 items but expected 3"),
+    ("value", (101, 202, 303), (101, 202), "is [101, 202], 2 items, but expected 3"),
     ("value", (7, 8), (7, 9), "f(hidden x)[1] is 9"),
     ("value", [13.25], [1], "f(hidden x)[0] is 1"),
     ("value", (3, 4), [3, 4], "should be a tuple, but it is a list"),
