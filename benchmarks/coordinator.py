@@ -29,10 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 import nbformat  # noqa: E402
 
-from grader import grade, project, samples, watchdog  # noqa: E402
+from grader import grade, project, samples  # noqa: E402
 from grader.engines import forkpool  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
-from grader.release import dumps  # noqa: E402
+from grader.execute import watchdog  # noqa: E402
+from grader.prepare.release import dumps  # noqa: E402
 
 CHAPTER = "01_tensors"
 RUN = secrets.token_hex(3)

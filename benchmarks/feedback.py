@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import feedback, grade, samples  # noqa: E402
+from grader import grade, samples  # noqa: E402
+from grader.pages import feedback  # noqa: E402
 
 
 def graded_class(tmp: Path, jobs: int) -> Path:

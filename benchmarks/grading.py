@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import project, samples  # noqa: E402
-from grader.release import dumps  # noqa: E402
+from grader.prepare.release import dumps  # noqa: E402
 
 CHAPTER = "01_tensors"
 KINDS = ("perfect", "partial", "untouched", "syntax", "wrong")

@@ -32,33 +32,42 @@ PIPELINE_SVG = ROOT / "docs" / "pipeline.svg"
 TOP, LATE, TYPING = "top", "late", "typing"
 
 #: The pipeline's stages, in the order a submission meets them, each with the modules it holds
-#: (as ``grader.`` names, without the prefix). ``commands`` are what ``course`` runs (``grade``
-#: strings the stages together); ``shared`` is what every stage reads. A new module must be
-#: placed here: ``tests/test_architecture.py`` fails on one that is not.
+#: (as ``grader.`` names, without the prefix). Each stage but ``commands`` and ``shared`` is a folder
+#: of ``grader/`` (``execute`` also holds ``engines/``); ``commands`` are what ``course`` runs
+#: (``grade.py`` strings the stages together); ``shared`` is what every stage reads. A new module must
+#: be placed here: ``tests/test_architecture.py`` fails on one that is not, or on one placed in
+#: another stage than its folder's.
 STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "commands": ("the course CLI; grade.py strings the stages together", (
-        "cli", "cli_base", "cli_grade", "cli_results", "grade", "release", "samples", "hygiene")),
+        "grade", "batch", "samples", "hygiene", "cli.app", "cli.base", "cli.grading", "cli.results")),
     "intake": ("submissions, LMS zips, ids, the workspace", (
-        "intake", "ids", "batch", "workspace", "interop")),
-    "prepare": ("read, sanitise, put the grader's tests in", (
-        "prepare", "preprocessors", "pipeline", "integrity")),
+        "intake.submissions", "intake.ids", "intake.workspace", "intake.interop")),
+    "prepare": ("the release; read, sanitise, put the grader's tests in", (
+        "prepare.submission", "prepare.parameters", "prepare.preprocessors",
+        "prepare.pipeline", "prepare.integrity", "prepare.release")),
     "execute": ("run prepared notebooks, watched (engines/: kernels, fork servers, sandbox)", (
-        "dispatch", "watchdog", "distributed",
+        "execute.dispatch", "execute.watchdog", "execute.distributed",
         "engines.execution", "engines.kernel", "engines.kernelclient",
         "engines.fork", "engines.forkchild", "engines.forkpool", "engines.forkstart", "engines.zygote",
         "engines.forkserver", "engines.forkshell", "engines.quickshell", "engines.forkclean", "engines.wire",
         "engines.sandbox", "engines.mounts", "engines.confine", "engines.seccomp", "engines.budget",
         "engines.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
-        "verdict", "comparison", "observations", "expectations", "reference", "instrument", "rules",
-        "library_messages", "hints")),
+        "verdict.judge", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
+        "verdict.reference", "verdict.rules", "verdict.hints", "verdict.library_messages")),
     "record": ("the gradebook, result files, CSV exports", (
-        "record", "scores", "gradebook", "fingerprints", "review", "export")),
+        "record.results", "record.scores", "record.gradebook", "record.fingerprints", "record.review",
+        "record.export")),
     "pages": ("feedback pages and the class report", (
-        "feedback", "pages", "report", "report_html", "report_tables", "report_plot", "escaping")),
+        "pages.feedback", "pages.markup", "pages.report", "pages.report_html", "pages.report_tables",
+        "pages.report_plot")),
     "shared": ("read by every stage", (
-        "cells", "exceptions", "jsonio", "project")),
+        "cells", "exceptions", "jsonio", "project", "escaping")),
 }
+
+#: The folder of ``grader/`` each stage lives in (``commands`` and ``shared`` are the loose modules).
+FOLDERS = {"intake": ("intake",), "prepare": ("prepare",), "execute": ("execute", "engines"),
+           "verdict": ("verdict",), "record": ("record",), "pages": ("pages",), "commands": ("cli",)}
 
 _COLOURS = {"commands": "#f2f2f2", "intake": "#e8f1fb", "prepare": "#eaf7ea", "execute": "#fdf0e1",
             "verdict": "#fbe9e9", "record": "#f1eafa", "pages": "#fcf8e3", "shared": "#f7f7f7"}
@@ -186,7 +195,7 @@ def dot_source(edges: dict[str, dict[str, str]] | None = None) -> str:
         for m in names:
             module = f"grader.{m}"
             if module in edges:
-                lines.append(f'    "{module}" [label="{m.replace("engines.", "engines/")}.py"];')
+                lines.append(f'    "{module}" [label="{m.replace(".", "/")}.py"];')
         lines.append("  }")
     for module in sorted(edges):
         if module not in where:
@@ -225,7 +234,7 @@ def pipeline_source(edges: dict[str, dict[str, str]] | None = None) -> str:
         '  edge [color="#00000088", fontname="Helvetica", fontsize=9];',
     ]
     for stage, (what, names) in STAGES.items():
-        listed = "\\n".join(n.replace("engines.", "engines/") for n in names[:8]) + ("\\n..." if len(names) > 8 else "")
+        listed = "\\n".join(n.replace(".", "/") for n in names[:8]) + ("\\n..." if len(names) > 8 else "")
         lines.append(f'  "{stage}" [label="{stage}\\n({what})\\n\\n{listed}", fillcolor="{_COLOURS[stage]}"];')
     for (a, b), n in sorted(stage_edges(edges).items()):
         lines.append(f'  "{a}" -> "{b}" [label="{n}"];')

@@ -292,7 +292,7 @@ def plan(chapters: list[str], device: str, fast: bool, jobs: int, python: str, w
          expected: int) -> list[Step]:
     """The check's steps for ``device`` (``cuda``: full size, both engines on CUDA and the fork engine
     on the CPU; ``cpu``: both engines on the CPU)."""
-    course = [python, "-m", "grader.cli"]
+    course = [python, "-m", "grader.cli.app"]
     samples = work / "samples"
     steps = [
         Step("notebooks", [python, "ci/run_notebooks.py", *chapters, "--device", device, "--jobs", str(jobs),

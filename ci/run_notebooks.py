@@ -41,7 +41,7 @@ import nbformat  # noqa: E402
 from nbformat import NotebookNode  # noqa: E402
 
 from grader import cells, project  # noqa: E402
-from grader.release import build_release, read  # noqa: E402
+from grader.prepare.release import build_release, read  # noqa: E402
 
 if str(ROOT / "ci") not in sys.path:  # the runner's own modules
     sys.path.insert(0, str(ROOT / "ci"))

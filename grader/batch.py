@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.exceptions import NothingToGrade, OptionError, SubmissionError, WorkspaceBusy
-from grader.workspace import LOCK, LOG, Workspace
+from grader.intake.workspace import LOCK, LOG, Workspace
 
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
@@ -42,7 +42,7 @@ def check_chapter(chapter: str | None, known: list[str] | dict) -> None:
 
 
 def nothing_to_grade(found: list, where: Path, chapters: list[str] | dict) -> NothingToGrade | None:
-    """The refusal of a batch whose submissions (``found``, :func:`grader.intake.discover`'s rows)
+    """The refusal of a batch whose submissions (``found``, :func:`grader.intake.submissions.discover`'s rows)
     hold no notebook to grade; None when one does."""
     if any(sub.path is not None for sub in found):
         return None
@@ -57,17 +57,17 @@ def check_submissions(submissions: Path, sources: dict[str, Path], chapter: str 
     """Refuse submissions that hold nothing to grade, read without extracting anything.
 
     Returns:
-        A folder's rows (:func:`grader.intake.discover`), or None for a zip.
+        A folder's rows (:func:`grader.intake.submissions.discover`), or None for a zip.
 
     Raises:
         SubmissionError: a file that is not a zip, or a zip whose chapter cannot be told.
         NothingToGrade: a folder with no notebook laid out to grade, a zip with no notebook.
     """
-    from grader.intake import discover, lms_zip_chapter
+    from grader.intake.submissions import discover, lms_zip_chapter
 
     expected = {c: p.name for c, p in sources.items()}
     if submissions.is_dir():
-        with _quiet("grader.intake"):  # grading reads it again, and says what it skips then
+        with _quiet("grader.intake.submissions"):  # grading reads it again, and says what it skips then
             found = discover(submissions, expected)
         refusal = nothing_to_grade(found, submissions, sources)
         if refusal is not None:
@@ -178,13 +178,13 @@ def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapt
     """
     if force or not any(ws.results.glob("*/*.json")):
         return WORK
-    from grader import record
     from grader.engines.execution import ExecOptions
-    from grader.fingerprints import remembered_options, result_key
-    from grader.intake import discover, extract_lms_zip
+    from grader.intake.submissions import discover, extract_lms_zip
+    from grader.record import results as record
+    from grader.record.fingerprints import remembered_options, result_key
 
     expected = {c: p.name for c, p in sources.items()}
-    with _quiet("grader.intake"):
+    with _quiet("grader.intake.submissions"):
         if submissions.is_file():
             unpacked = ws.intake(submissions)
             shutil.rmtree(unpacked, ignore_errors=True)

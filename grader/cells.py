@@ -17,7 +17,7 @@ STUB_MESSAGE = "not solved yet: replace this line with your answer"
 CODE_STUB = f'# YOUR CODE HERE\nraise NotImplementedError("{STUB_MESSAGE}")'
 
 #: First line the release writes into every answer and test cell, so that a cell can be
-#: recognised even when an editor dropped its metadata (see grader.preprocessors).
+#: recognised even when an editor dropped its metadata (see grader.prepare.preprocessors).
 MARKER_RE = re.compile(r"^# \[(?P<kind>answer|tests): (?P<grade_id>[A-Za-z0-9_.-]+)\]")
 MARKER_TEXT = {
     "answer": "# [answer: {grade_id}] keep this line; write your answer below it",

@@ -1,9 +1,9 @@
 """``course grade``: auto-grade every submission into the workspace's gradebook.
 
 A submission passes once through the stages, each a module of its own: intake
-(:mod:`grader.intake`) -> prepare (:mod:`grader.prepare`) -> execute (:mod:`grader.dispatch`,
-:mod:`grader.watchdog` and the engines) -> verdict (:mod:`grader.verdict`, against
-:mod:`grader.reference`) -> record (:mod:`grader.record`). The coordinating process does all
+(:mod:`grader.intake.submissions`) -> prepare (:mod:`grader.prepare.submission`) -> execute (:mod:`grader.execute.dispatch`,
+:mod:`grader.execute.watchdog` and the engines) -> verdict (:mod:`grader.verdict.judge`, against
+:mod:`grader.verdict.reference`) -> record (:mod:`grader.record.results`). The coordinating process does all
 but execution: it owns the gradebook, the solutions and every decision; workers only execute
 notebooks, so one misbehaving submission costs that submission and nothing else.
 """
@@ -23,18 +23,27 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from grader import batch, dispatch, hints, instrument, project, record, reference, scores
-from grader import gradebook as gbmod
+from grader import batch, project
 from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
-from grader.fingerprints import GRADER_REVISION, chapter_options, remembered_options, result_key
-from grader.intake import Submission, discover, extract_lms_zip
-from grader.integrity import Finding
-from grader.prepare import chapter_belongs, learner_findings, prepare, read_submission
-from grader.record import Report, Workspace, passed_tests
-from grader.release import build_release, check_regions
-from grader.watchdog import DEFAULT_ENGINE, ENGINES
-from grader.workspace import check_options, describe_change
+from grader.execute import dispatch
+from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
+from grader.intake.submissions import Submission, discover, extract_lms_zip
+from grader.intake.workspace import check_options, describe_change
+from grader.prepare.integrity import Finding
+from grader.prepare.release import build_release, check_regions
+from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission
+from grader.record import gradebook as gbmod
+from grader.record import results as record
+from grader.record import scores
+from grader.record.fingerprints import (
+    GRADER_REVISION,
+    chapter_options,
+    remembered_options,
+    result_key,
+)
+from grader.record.results import Report, Workspace, passed_tests
+from grader.verdict import hints, instrument, reference
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]
 
@@ -86,7 +95,7 @@ def main(
 
     Args:
         submissions: folder laid out ``<student>/<chapter>/<notebook>.ipynb``, or a zip
-            downloaded from Canvas or Moodle (see :func:`grader.intake.extract_lms_zip`).
+            downloaded from Canvas or Moodle (see :func:`grader.intake.submissions.extract_lms_zip`).
         workdir: the grading workspace (gradebook, autograded/, results/, feedback/).
         db_url: SQLAlchemy URL of the gradebook; ``sqlite:///<workdir>/gradebook.db`` by default.
         jobs: submissions executed at once (default: the number of CPUs).
@@ -246,7 +255,7 @@ def main(
             yield sub, prepared, fp, options, [asdict(f) for f in findings]
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
-    # The solutions' runs, before any learner code of this batch runs (see grader.reference): in
+    # The solutions' runs, before any learner code of this batch runs (see grader.verdict.reference): in
     # threads, up to one per job (with the fork engine on the servers started for the batch, with the
     # kernel engine each in a kernel of its own), while this thread prepares the first submissions.
     # One after the other (as the kernel engine had them), a batch of 8 chapters waited for 8

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 
 from grader import project
-from grader.preprocessors import StripMetadata
-from grader.release import dumps
+from grader.prepare.preprocessors import StripMetadata
+from grader.prepare.release import dumps
 
 #: ``course``: the course's own cell notes (``claims_ok``, read by ci/claim_lint.py); the release drops it
 ALLOWED_CELL_KEYS = ("nbgrader", "tags", "editable", "deletable", "course")

@@ -9,7 +9,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 
 from grader import cells, project
-from grader.release import build_release, dumps, read
+from grader.prepare.release import build_release, dumps, read
 
 #: Stands for "the reference solution" in an answers mapping.
 SOLUTION = object()

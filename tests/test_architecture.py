@@ -29,10 +29,10 @@ def test_the_circle_finder_finds_a_circle_of_late_imports():
 
 def test_imports_inside_functions_and_for_type_checkers_are_read():
     edges = architecture.graph()
-    assert edges["grader.dispatch"]["grader.distributed"] == architecture.LATE
-    assert edges["grader.dispatch"]["grader.watchdog"] == architecture.TOP
-    assert edges["grader.report_html"]["grader.report_tables"] == architecture.TOP
-    assert edges["grader.fingerprints"]["grader.workspace"] == architecture.TYPING
+    assert edges["grader.execute.dispatch"]["grader.execute.distributed"] == architecture.LATE
+    assert edges["grader.execute.dispatch"]["grader.execute.watchdog"] == architecture.TOP
+    assert edges["grader.pages.report_html"]["grader.pages.report_tables"] == architecture.TOP
+    assert edges["grader.record.fingerprints"]["grader.intake.workspace"] == architecture.TYPING
 
 
 @pytest.mark.parametrize("package", ["grader", "course_utils"])
@@ -57,8 +57,8 @@ def test_the_dot_source_has_a_cluster_per_stage_and_an_arrow_per_import():
     for stage in ("commands", "intake", "prepare", "execute", "verdict", "record", "pages", "shared"):
         assert f"subgraph cluster_{stage} {{" in source
     assert source.count(" -> ") == sum(len(t) for t in edges.values())
-    assert '"grader.grade" -> "grader.dispatch";' in source
-    assert '"grader.dispatch" -> "grader.distributed" [style=dashed];' in source
+    assert '"grader.grade" -> "grader.execute.dispatch";' in source
+    assert '"grader.execute.dispatch" -> "grader.execute.distributed" [style=dashed];' in source
 
 
 def _svg_titles(svg: str) -> tuple[set[str], set[str], set[str]]:
@@ -99,3 +99,16 @@ def test_the_committed_pipeline_picture_has_every_stage_and_the_imports_between_
     assert arrows == {f"{a}->{b}" for a, b in architecture.stage_edges()}, \
         "run `python ci/architecture.py` and commit docs/pipeline.svg"
     assert ("commands", "intake") in architecture.stage_edges()
+
+
+def test_the_folders_show_the_stages_and_few_modules_lie_loose():
+    """A stage's modules live in its folder of grader/ (intake/, prepare/, execute/ and engines/,
+    verdict/, record/, pages/, cli/), and at most ten modules lie loose beside grade.py's pipeline."""
+    for module, stage in architecture.stage_of().items():
+        parts = module.split(".")
+        if len(parts) == 2:
+            assert stage in ("commands", "shared"), f"{module} lies loose in grader/ but is in stage {stage}"
+        else:
+            assert parts[1] in architecture.FOLDERS[stage], f"{module} is in stage {stage}, not in its folder"
+    loose = [m for m in architecture.modules() if m.count(".") == 1]
+    assert "grader.grade" in loose and len(loose) <= 10, loose

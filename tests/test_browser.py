@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import release
+from grader.prepare import release
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 import run_notebooks as runner
 
-from grader import cells, grade, hints, instrument, project, rules, samples, verdict
-from grader.release import read
+from grader import cells, grade, project, samples
+from grader.verdict import hints
+from grader.verdict import instrument
+from grader.verdict import rules
+from grader.verdict import judge as verdict
+from grader.prepare.release import read
 
 CHAPTERS = project.chapters()
 WRONG = Path(__file__).parent / "fixtures" / "wrong_answers"
@@ -204,7 +208,7 @@ def test_chapter_executes_as_promised(executions, chapter, mode):
 @pytest.mark.slow
 def test_a_chapters_cells_import_little_that_its_fork_server_did_not_preload():
     """What the cells import lazily is paid by every child: ~1-2 s for torch._dynamo or scikit-learn.
-    grader.integrity.PRELOAD and the chapter's grading.toml ``preload`` keep it small; a chapter
+    grader.prepare.integrity.PRELOAD and the chapter's grading.toml ``preload`` keep it small; a chapter
     that starts importing something big fails here until its grading.toml names it."""
     from nbformat.v4 import new_code_cell
 
@@ -337,7 +341,7 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
 @pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
 def test_a_wrong_answer_fails_on_values_even_when_every_yes_no_is_forged(class_batch, case_index):
     """No point rests on a yes/no the learner's process can fake: judged as a process that says
-    every assert held would have it (grader.verdict.judge(forge_yes_no=True)), each known mistake
+    every assert held would have it (grader.verdict.judge.judge(forge_yes_no=True)), each known mistake
     still fails its test, on a value its answer produced (the input after the call, a draw from the
     global generator after it, a result computed where the broken rule changes it)."""
     reports, expected, work = class_batch

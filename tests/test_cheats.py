@@ -6,7 +6,7 @@ answer that tries to read the expected value out of the test) and adds its trick
 first answer cell. The families: hiding a test's error, changing a test's code before it
 runs, neutralising or forging the checks, changing torch under the checks, and reading the
 answer out of the test. Points may come only from values equal to the solution's on the
-hidden inputs (grader.verdict), so none of them can earn any.
+hidden inputs (grader.verdict.judge), so none of them can earn any.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import re
 import nbformat
 import pytest
 
-from grader import cells, feedback, grade, project, samples
+from grader import cells, grade, project, samples
+from grader.pages import feedback
 
 pytestmark = pytest.mark.slow
 

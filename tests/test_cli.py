@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import cli
+from grader.cli.app import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI = ROOT / "tests" / "fixtures" / "course" / "solutions"
@@ -188,10 +188,10 @@ def test_servers_for_an_lms_zip_are_prestarted_with_the_preload_of_the_chapter_i
     preloads, as grading will need (before, they started without it and were replaced)."""
     import zipfile
 
-    from grader import cli as climod
     from grader import project
+    from grader.cli import app as climod
     from grader.engines import forkpool
-    from grader.workspace import Workspace
+    from grader.intake.workspace import Workspace
 
     started = []
     monkeypatch.setattr(forkpool, "prestart", lambda options, wanted: started.append((options, wanted)))

@@ -22,7 +22,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import cli
+from grader.cli.app import cli
 from grader.engines import forkpool
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "course" / "solutions"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cells, project, release
+from grader import cells, project
+from grader.prepare import release
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI = ROOT / "tests" / "fixtures" / "course" / "solutions"

@@ -17,8 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import cells, grade, report, samples
-from grader.release import build_release, dumps
+from grader import cells, grade, samples
+from grader.pages import report
+from grader.prepare.release import build_release, dumps
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +50,7 @@ BEHAVIOURS = {
         "    assert LEAK is None, 'the grader leaked a secret'\n    return x * 2",
         10, "passed", "",
     ),
-    # tricks: points come only from the values the tests observe (grader.verdict); what the
+    # tricks: points come only from the values the tests observe (grader.verdict.judge); what the
     # static scan or the in-process guard notices is a note for a reviewer, never a score
     "patch_checks": ("import course_utils as cu\ncu.check_tensor = lambda *a, **k: None\n\ndef double(x):\n    return x", 0, "failed", "did not run as they should"),
     "redefine_check": ("def check_tensor(*args, **kwargs):\n    pass\n\ndef double(x):\n    return x", 6, "failed", "values differ"),

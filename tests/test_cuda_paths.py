@@ -110,8 +110,8 @@ def test_kernel_engine_workers_take_the_coordinators_findings_and_never_probe(mo
     interpreter, and a worker whose probe timed out on a busy machine (30 s) would have started its
     kernels without the sandbox the batch's isolation line promised. A worker now starts with the
     coordinator's answers."""
-    from grader import dispatch
     from grader.engines import budget
+    from grader.execute import dispatch
 
     def no_probe(*a, **k):
         raise AssertionError("a worker probed again")

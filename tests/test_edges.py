@@ -28,8 +28,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import export, feedback, grade, project, report, samples
-from grader.workspace import Workspace
+from grader import grade, project, samples
+from grader.intake.workspace import Workspace
+from grader.pages import feedback, report
+from grader.record import export
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course_utils.observe import MIME, encode
-from grader import export, feedback, grade, pages, project, record, samples
+from grader import grade, project, samples
 from grader.escaping import FORMULA_START
-from grader.intake import Submission
-from grader.observations import Malformed, decode
-from grader.workspace import Workspace
+from grader.intake.submissions import Submission
+from grader.intake.workspace import Workspace
+from grader.pages import feedback
+from grader.pages import markup as pages
+from grader.record import export
+from grader.record import results as record
+from grader.verdict.observations import Malformed, decode
 
 CH = "01_tensors"
 
@@ -144,7 +148,7 @@ def test_a_submission_that_trips_the_scoring_gets_an_error_status(tmp_path, monk
     monkeypatch.setattr(record, "score", broken)
     sub = Submission("alice", CH, tmp_path / "a.ipynb")
     nb = samples.make_submission(CH, {})
-    with caplog.at_level(logging.ERROR, logger="grader.record"):
+    with caplog.at_level(logging.ERROR, logger="grader.record.results"):
         report = record.scored(Workspace(tmp_path), sub, (nb, {}), project.source_notebook(CH), ({}, {}, []))
     assert report.status == "error" and report.score == 0
     assert f"({named}" in report.message and "learner text" not in report.message
@@ -192,7 +196,7 @@ def test_a_page_that_cannot_be_built_is_reported_and_the_others_are_written(tmp_
         return built(title, *args)
 
     monkeypatch.setattr(pages, "page", page)
-    with caplog.at_level(logging.WARNING, logger="grader.feedback"):
+    with caplog.at_level(logging.WARNING, logger="grader.pages.feedback"):
         written = feedback.main(work, jobs=1)
     assert sorted(p.parts[-3] for p in written) == ["alice", "carol"]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader import grade, samples
-from grader.release import dumps
+from grader.prepare.release import dumps
 
 pytestmark = pytest.mark.slow
 
@@ -155,8 +155,8 @@ def _stalling_engine(stopped: list):
 def test_a_stalled_execution_is_stopped_and_recorded_and_the_batch_completes(tmp_path, monkeypatch, engine, jobs):
     import time
 
-    from grader import watchdog
     from grader.engines import fork, forkpool
+    from grader.execute import watchdog
 
     stopped: list = []
     monkeypatch.setattr(watchdog, "execute", _stalling_engine(stopped))
@@ -184,7 +184,7 @@ def test_a_wedged_worker_process_is_killed_by_the_coordinator_and_the_others_run
     import sys
     import time
 
-    from grader import dispatch
+    from grader.execute import dispatch
 
     helper = tmp_path / "wedge_helper.py"
     helper.write_text(
@@ -232,8 +232,8 @@ def test_the_kernel_engine_runs_the_chapters_solutions_at_once_as_the_fork_engin
     import threading
     import time
 
-    from grader import dispatch, watchdog
     from grader.engines.execution import Execution
+    from grader.execute import dispatch, watchdog
 
     solutions = tmp_path / "solutions"
     shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", solutions)

@@ -23,7 +23,7 @@ import pytest
 from grader import grade, samples
 from grader.engines.budget import cgroup_mode
 from grader.engines.sandbox import bubblewrap_problem, bubblewrap_works
-from grader.release import dumps
+from grader.prepare.release import dumps
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import mistune
 import pytest
 
-from grader import export, report
 from grader.escaping import FORMULA_START, csv_cell, html_text, md_cell
+from grader.pages import report
+from grader.record import export
 
 HOSTILE = [
     '=HYPERLINK("http://x","y")', "@SUM(1+1)", "+1+2", "-2+3", "\t=1", "\r=1", "=cmd|' /C calc'!A0",

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader import cells, samples
-from grader.cli import cli
+from grader.cli.app import cli
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_course_grade_ends_with_a_warning_naming_how_many_and_why(broken):
 def test_grader_log_holds_the_failing_test_and_its_error(broken):
     log = (broken["work"] / "grader.log").read_text(encoding="utf-8")
     line = next(line for line in log.splitlines() if "fails its own test" in line)
-    assert "ERROR grader.reference" in line and CH in line
+    assert "ERROR grader.verdict.reference" in line and CH in line
     assert "test_ex1_double: MemoryError: cannot allocate 64 MiB" in line
     recorded = (broken["work"] / "results" / "alice" / f"{CH}.json").read_text(encoding="utf-8")
     assert str(broken["work"] / "grader.log") in recorded  # the result points to the file that exists
@@ -120,11 +120,11 @@ def test_the_learners_page_says_not_graded_yet_without_instructor_wording(broken
 
 
 def test_verbose_shows_the_graders_lines_and_no_sql(broken):
-    from grader.cli_base import setup_logging
+    from grader.cli.base import setup_logging
 
     try:
         setup_logging(1)
-        assert logging.getLogger("grader.reference").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("grader.verdict.reference").isEnabledFor(logging.DEBUG)
         assert not logging.getLogger("sqlalchemy.engine.Engine").isEnabledFor(logging.INFO)
         assert not logging.getLogger("alembic.runtime.migration").isEnabledFor(logging.INFO)
     finally:

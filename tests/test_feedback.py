@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import cells, feedback, pages, project, release
+from grader import cells, project
+from grader.pages import feedback
+from grader.pages import markup as pages
+from grader.prepare import release
 
 MINI = Path(__file__).parent / "fixtures" / "course" / "solutions"
 PNG = base64.b64encode(bytes.fromhex(
@@ -133,5 +136,5 @@ def test_observations_are_never_shown_and_pages_need_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, grader.feedback; print('torch' in sys.modules)"
+    code = "import sys, grader.pages.feedback; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -11,9 +11,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import cells, export, feedback, grade, samples, verdict
-from grader.gradebook import open_gradebook
-from grader.release import dumps
+from grader import cells, grade, samples
+from grader.pages import feedback
+from grader.prepare.release import dumps
+from grader.record import export
+from grader.record.gradebook import open_gradebook
+from grader.verdict import judge as verdict
 
 pytestmark = pytest.mark.slow
 
@@ -180,7 +183,7 @@ def test_a_killed_batch_resumes_to_the_same_grades(graded, tmp_path):
     for student in ("alice", "bob", "carol", "dave", "erin", "frank"):
         shutil.copytree(graded["subs"] / student, subs / student)
     work = tmp_path / "work"
-    cmd = [sys.executable, "-m", "grader.cli", "grade", str(subs), "--workdir", str(work), "--jobs", "1",
+    cmd = [sys.executable, "-m", "grader.cli.app", "grade", str(subs), "--workdir", str(work), "--jobs", "1",
            "--solutions", str(graded["solutions"])]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
@@ -209,7 +212,7 @@ def test_ctrl_c_stops_the_batch_in_one_line_and_a_rerun_resumes(graded, tmp_path
     for student in students:
         shutil.copytree(graded["subs"] / student, subs / student)
     work = tmp_path / "work"
-    cmd = [sys.executable, "-m", "grader.cli", "grade", str(subs), "--workdir", str(work), "--jobs", "2",
+    cmd = [sys.executable, "-m", "grader.cli.app", "grade", str(subs), "--workdir", str(work), "--jobs", "2",
            "--engine", engine, "--solutions", str(graded["solutions"])]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal has it
@@ -274,7 +277,7 @@ def test_an_lms_zip_is_graded_like_a_folder(graded, tmp_path):
                                                                   "canvas-12": ("bobjones", 4.0)}
     assert [(r.student, r.status) for r in every if r.status != "graded"] == [("canvas-12", "skipped")]  # notes.txt
     assert reports["canvas-12"].late and not reports["canvas-11"].late
-    from grader import export
+    from grader.record import export
 
     rows = {r["student_id"]: r for r in csv.DictReader(export.write_grades_csv(
         grade.Workspace(tmp_path / "w").default_db_url(), tmp_path / "g.csv", workdir=tmp_path / "w").open())}
@@ -287,8 +290,9 @@ def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_so
     the next (no re-grade, no "graded with other options"); a fork engine's reference is redone."""
     import dataclasses
 
-    from grader import fingerprints, reference
     from grader.engines.execution import ExecOptions
+    from grader.record import fingerprints
+    from grader.verdict import reference
 
     source = next(mini_solutions.glob("*/*.ipynb"))
     plain = ExecOptions()
@@ -304,9 +308,9 @@ def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path
     same options, so its recorded results are neither "graded with other options" nor stale."""
     import dataclasses
 
-    from grader import fingerprints
     from grader.engines.execution import NOT_GRADING, ExecOptions
-    from grader.workspace import Workspace
+    from grader.intake.workspace import Workspace
+    from grader.record import fingerprints
 
     source = next(mini_solutions.glob("*/*.ipynb"))
     ws = Workspace(tmp_path / "work")
@@ -355,7 +359,7 @@ def test_a_solution_that_fails_here_costs_no_learner_a_point_and_a_later_run_gra
     assert export.errors(work) == [("alice", CH)]
     from click.testing import CliRunner
 
-    from grader.cli import cli
+    from grader.cli.app import cli
 
     said = CliRunner().invoke(cli, ["export", "--workdir", str(work)])
     assert said.exit_code == 0 and "warning: 1 submission(s) not graded" in said.output
@@ -376,9 +380,9 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
     import threading
     import time
 
-    from grader import watchdog
     from grader.engines import forkpool
     from grader.engines.execution import Execution
+    from grader.execute import watchdog
 
     shutil.copytree(mini_solutions / CH, mini_solutions / "01_twin")  # a second chapter
     subs = tmp_path / "subs"

@@ -1,4 +1,4 @@
-"""grader.gradebook: nbgrader's database, as the coordinator opens and writes it."""
+"""grader.record.gradebook: nbgrader's database, as the coordinator opens and writes it."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nbgrader import api
 
-from grader import gradebook
+from grader.record import gradebook
 
 
 def test_the_schema_revision_read_in_process_is_the_one_alembic_reports(tmp_path):
@@ -50,7 +50,7 @@ def test_the_head_is_read_from_the_scripts_and_left_to_alembic_when_they_are_unc
 
 def test_registering_a_chapter_returns_its_release(tmp_path, mini_solutions):
     from grader import project
-    from grader.release import build_release, dumps
+    from grader.prepare.release import build_release, dumps
 
     chapter = project.chapters(mini_solutions)[0]
     source = project.source_notebook(chapter, mini_solutions)
@@ -86,7 +86,7 @@ def test_recording_looks_rows_up_through_indexes_in_every_gradebook_a_process_op
     process: each gets them, and nbgrader's own tables are left as nbgrader declares them."""
     from sqlalchemy import inspect, text
 
-    from grader import scores
+    from grader.record import scores
 
     for k in range(3):
         url = f"sqlite:///{tmp_path / f'gradebook{k}.db'}"

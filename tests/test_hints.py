@@ -5,8 +5,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from grader import cells, hints, project
-from grader.release import read
+from grader import cells, project
+from grader.prepare.release import read
+from grader.verdict import hints
 
 CHAPTERS = project.chapters()
 

@@ -17,7 +17,8 @@ import json
 
 import pytest
 
-from grader import cells, export, grade, project, samples
+from grader import cells, grade, project, samples
+from grader.record import export
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""grader.intake: folders and LMS downloads become <student>/<chapter>/<notebook> submissions."""
+"""grader.intake.submissions: folders and LMS downloads become <student>/<chapter>/<notebook> submissions."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import zipfile
 import pytest
 
 from grader.exceptions import SubmissionError
-from grader.ids import LmsFile
-from grader.intake import SKIPPED, extract_lms_zip, lms_zip_chapter, parse_lms_name
+from grader.intake.ids import LmsFile
+from grader.intake.submissions import SKIPPED, extract_lms_zip, lms_zip_chapter, parse_lms_name
 
 EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
 

@@ -1,4 +1,4 @@
-"""What runs before learner code in every grading process (grader.integrity): the hidden tests'
+"""What runs before learner code in every grading process (grader.prepare.integrity): the hidden tests'
 inputs do not depend on what else the process imported; and what the static scan notes for a
 reviewer (never a score): tampering with the checking machinery, and never ordinary code."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from grader.integrity import FIXED_INPUTS
+from grader.prepare.integrity import FIXED_INPUTS
 
 #: A derandomised hidden test as the chapters write them: it records what hypothesis drew. Run
 #: once, then again after the process imported a module of the learner's own, whose constants
@@ -85,7 +85,7 @@ ORDINARY = [
 
 @pytest.mark.parametrize("code", TAMPERING)
 def test_code_that_rebinds_or_reaches_the_checking_machinery_is_noted_for_review(code):
-    from grader import integrity
+    from grader.prepare import integrity
 
     found = integrity.scan(code)
     assert any("course_utils" in f.reason for f in found), found
@@ -93,6 +93,6 @@ def test_code_that_rebinds_or_reaches_the_checking_machinery_is_noted_for_review
 
 @pytest.mark.parametrize("code", ORDINARY)
 def test_ordinary_use_of_course_utils_is_never_noted(code):
-    from grader import integrity
+    from grader.prepare import integrity
 
     assert integrity.scan(code) == []

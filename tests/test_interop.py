@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import cells, feedback, interop, samples
-from grader.gradebook import open_gradebook
-from grader.release import read
+from grader import cells, samples
+from grader.intake import interop
+from grader.pages import feedback
+from grader.prepare.release import read
+from grader.record.gradebook import open_gradebook
 
 pytestmark = pytest.mark.slow
 

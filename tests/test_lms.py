@@ -10,8 +10,10 @@ import zipfile
 
 import pytest
 
-from grader import export, grade, ids, samples
-from grader.intake import SKIPPED, SUPERSEDED, _name, discover, extract_lms_zip
+from grader import grade, samples
+from grader.intake import ids
+from grader.intake.submissions import SKIPPED, SUPERSEDED, _name, discover, extract_lms_zip
+from grader.record import export
 
 CH = "01_tensors"
 EXPECTED = {CH: "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}

@@ -10,7 +10,7 @@ import pytest
 import run_notebooks as runner
 
 from grader import project
-from grader.release import dumps, read
+from grader.prepare.release import dumps, read
 
 CH = "00_mini"
 

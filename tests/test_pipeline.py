@@ -1,6 +1,6 @@
-"""grader.pipeline: the order of the steps is data, and this test pins it."""
+"""grader.prepare.pipeline: the order of the steps is data, and this test pins it."""
 
-from grader import pipeline
+from grader.prepare import pipeline
 
 
 def names(steps):
@@ -45,9 +45,10 @@ def test_restoring_from_the_batch_snapshot_equals_nbgraders_steps_on_the_gradebo
 
     from nbgrader.preprocessors import OverwriteCells, OverwriteKernelspec
 
-    from grader import cells, gradebook, project
-    from grader.preprocessors import RestoreCells, RestoreKernelspec
-    from grader.release import build_release
+    from grader import cells, project
+    from grader.prepare.preprocessors import RestoreCells, RestoreKernelspec
+    from grader.prepare.release import build_release
+    from grader.record import gradebook
 
     chapter = "01_tensors"
     source = project.source_notebook(chapter)
@@ -93,7 +94,7 @@ def test_nbgrader_metadata_is_validated_as_nbgrader_does_and_valid_metadata_once
     import pytest
     from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
 
-    from grader.preprocessors import _CompiledSchemas
+    from grader.prepare.preprocessors import _CompiledSchemas
 
     schema = MetadataValidatorV3().schema
     good = {"grade": True, "grade_id": "t1", "locked": True, "points": 2, "schema_version": 3, "solution": False,
@@ -117,7 +118,7 @@ def test_nbgrader_metadata_is_validated_as_nbgrader_does_and_valid_metadata_once
 def test_test_cells_moved_above_their_answers_are_put_back_each_after_the_last_copy():
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grader.preprocessors import OrderTestCells
+    from grader.prepare.preprocessors import OrderTestCells
 
     def cell(gid):
         c = new_code_cell(gid)

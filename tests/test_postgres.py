@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import export, grade, samples
+from grader import grade, samples
+from grader.record import export
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""grader.prepare: reading a submission is nbformat's reading, from JSON parsed once."""
+"""grader.prepare.submission: reading a submission is nbformat's reading, from JSON parsed once."""
 
 import copy
 import json
@@ -11,7 +11,7 @@ from nbformat.v3 import new_worksheet
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader import project
-from grader.prepare import read_submission
+from grader.prepare.submission import read_submission
 
 
 def _notebooks():
@@ -109,7 +109,7 @@ def _shapes():
 def test_parameters_are_injected_as_papermill_injects_them(kind):
     from papermill.parameterize import parameterize_notebook
 
-    from grader.reference import inject_parameters
+    from grader.prepare.parameters import inject_parameters
 
     params = {"DEVICE": "cpu", "SEED": 0, "FAST": True}
     ours, theirs = _shapes()[kind], _shapes()[kind]
@@ -132,8 +132,9 @@ def test_a_prepared_notebook_is_notebooknodes_all_through(tmp_path):
     nbgrader metadata or its tags) must not leave plain dicts: the engines read attributes."""
     from nbformat import NotebookNode
 
-    from grader import gradebook, instrument
-    from grader.prepare import prepare
+    from grader.prepare.submission import prepare
+    from grader.record import gradebook
+    from grader.verdict import instrument
 
     chapter, source = "01_tensors", project.source_notebook("01_tensors")
     db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"

@@ -11,7 +11,8 @@ from pathlib import Path
 import notebook_manifest as nm
 import pytest
 
-from grader import project, release
+from grader import project
+from grader.prepare import release
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

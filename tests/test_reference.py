@@ -1,4 +1,4 @@
-"""grader.reference.run_all: the chapters' solutions run side by side; a failure is logged unless the grader is stopping."""
+"""grader.verdict.reference.run_all: the chapters' solutions run side by side; a failure is logged unless the grader is stopping."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import reference
 from grader.engines.execution import ExecOptions
+from grader.verdict import reference
 
 CHAPTERS = {"01_a": (Path("a.ipynb"), ExecOptions()), "02_b": (Path("b.ipynb"), ExecOptions())}
 
@@ -35,7 +35,7 @@ def test_a_solution_that_fails_is_logged_and_costs_its_chapter_only(monkeypatch,
     release.set()
     _failing_runs(monkeypatch, release, done)
     items = iter(range(3))
-    with caplog.at_level(logging.ERROR, logger="grader.reference"):
+    with caplog.at_level(logging.ERROR, logger="grader.verdict.reference"):
         found, taken = reference.run_all(CHAPTERS, "fork", "r", Path("."), threads=2, meanwhile=items)
     assert found == {"01_a": {}, "02_b": {}}
     assert taken + list(items) == [0, 1, 2], "what was prepared meanwhile is handed back, nothing lost"
@@ -53,7 +53,7 @@ def test_ctrl_c_while_the_solutions_run_leaves_no_error_behind_the_graders_last_
         yield "first"
         raise KeyboardInterrupt
 
-    with caplog.at_level(logging.ERROR, logger="grader.reference"):
+    with caplog.at_level(logging.ERROR, logger="grader.verdict.reference"):
         with pytest.raises(KeyboardInterrupt):
             reference.run_all(CHAPTERS, "fork", "r", Path("."), threads=2, meanwhile=preparing())
         release.set()  # the servers stop: the runs fail
@@ -68,7 +68,7 @@ def test_the_solutions_are_parsed_in_the_coordinators_thread_never_beside_its_ow
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grader import instrument
+    from grader.verdict import instrument
 
     src = new_notebook(cells=[new_code_cell("x = 1", metadata={"nbgrader": {
         "grade": True, "solution": False, "grade_id": "test_a", "points": 1, "locked": True}})])

@@ -1,10 +1,11 @@
-"""grader.release: the student release is in sync, reproducible and leaks nothing."""
+"""grader.prepare.release: the student release is in sync, reproducible and leaks nothing."""
 
 import json
 from pathlib import Path
 
-from grader import cells, release
-from grader.release import build_release, read
+from grader import cells
+from grader.prepare import release
+from grader.prepare.release import build_release, read
 
 
 def do_release(solutions: Path, tmp_path: Path) -> Path:

@@ -1,6 +1,6 @@
 """The class report reads at a glance: a row per student first, then each chapter's numbers and
 hardest tests with legible figures, one review row per submission; nothing learner-made opens
-markup in either medium. The workspaces here are fabricated result files (as grader/record.py
+markup in either medium. The workspaces here are fabricated result files (as grader/record/results.py
 writes them), so nothing is graded."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import mistune
 import pytest
 
-from grader import report, report_plot
 from grader.escaping import html_text, md_cell
+from grader.pages import report, report_plot
 
 #: The course's chapters and their tests' points, as the real release has them.
 COURSE = {
@@ -45,7 +45,7 @@ def chapter_tests(chapter: str) -> dict[str, float]:
 def fabricate(work: Path, student: str, chapter: str, passed: set[str] | None = None, *, status: str = "graded",
               name: str | None = None, late: bool = False, message: str = "", notes: dict[str, str] | None = None,
               tests: dict[str, float] | None = None) -> dict:
-    """Write ``results/<student>/<chapter>.json`` as grader/record.py writes it; ``passed``: the
+    """Write ``results/<student>/<chapter>.json`` as grader/record/results.py writes it; ``passed``: the
     tests passed (all when None). A submission not graded has every test "not run", scoring 0."""
     tests = tests if tests is not None else chapter_tests(chapter)
     passed = set(tests) if passed is None else passed

@@ -1,4 +1,4 @@
-"""Rules about how an answer is written (grader.rules): read on the code the graded function
+"""Rules about how an answer is written (grader.verdict.rules): read on the code the graded function
 reaches, out of the learner's process; every way around a switched-off function is caught, and
 an honest notebook's scratch code never is."""
 
@@ -10,7 +10,8 @@ import re
 import nbformat
 import pytest
 
-from grader import cells, project, rules, samples
+from grader import cells, project, samples
+from grader.verdict import rules
 
 GOOD_SOFTMAX = ("import torch\n\ndef softmax(X, dim=-1):\n    e = torch.exp(X - X.amax(dim, keepdim=True))\n"
                 "    return e / e.sum(dim, keepdim=True)\n")

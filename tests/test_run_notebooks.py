@@ -8,7 +8,7 @@ import pytest
 import run_notebooks as runner
 
 from grader import cells
-from grader.release import dumps, read
+from grader.prepare.release import dumps, read
 
 pytestmark = pytest.mark.slow
 CH = "00_mini"

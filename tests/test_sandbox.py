@@ -121,7 +121,7 @@ def test_the_kernel_has_no_network():
 def test_no_sandbox_is_refused_without_the_unsafe_flag(tmp_path):
     from click.testing import CliRunner
 
-    from grader.cli import cli
+    from grader.cli.app import cli
 
     (tmp_path / "subs").mkdir()
     done = CliRunner().invoke(cli, ["grade", str(tmp_path / "subs"), "--workdir", str(tmp_path / "w"), "--no-sandbox"])
@@ -129,7 +129,7 @@ def test_no_sandbox_is_refused_without_the_unsafe_flag(tmp_path):
 
 
 def test_the_gradebook_url_comes_from_a_file_or_the_environment_and_leaves_it(tmp_path, monkeypatch):
-    from grader.cli import DB_URL_ENV, resolve_db_url
+    from grader.cli.app import DB_URL_ENV, resolve_db_url
 
     monkeypatch.setenv(DB_URL_ENV, "postgresql://u:secret@db/grades")
     assert resolve_db_url(None, None) == "postgresql://u:secret@db/grades"

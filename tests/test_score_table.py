@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from grader.cli import _score_table
+from grader.cli.app import _score_table
 
 
 def report(student: str, failed: int, *, message: str = "", status: str = "graded") -> SimpleNamespace:

@@ -1,12 +1,13 @@
-"""grader.scores: a batch's scores written in one transaction leave the gradebook nbgrader's ORM would."""
+"""grader.record.scores: a batch's scores written in one transaction leave the gradebook nbgrader's ORM would."""
 
 import pytest
 from nbgrader import api
 from sqlalchemy import select
 
-from grader import gradebook, project, scores
+from grader import project
 from grader.exceptions import GradebookError
-from grader.scores import Scores
+from grader.record import gradebook, scores
+from grader.record.scores import Scores
 
 CHAPTER = "01_tensors"
 

@@ -33,7 +33,7 @@ def tmp_venv():
 
 
 def _table(venv: Path, subs: Path, work: Path, engine: str) -> dict[str, str]:
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "grader.cli", "grade", str(subs), "--workdir", str(work),
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "grader.cli.app", "grade", str(subs), "--workdir", str(work),
                            "--jobs", "2", "--engine", engine], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = dict(re.findall(rf"^(\w+)\s+{CH}\s+(\d+/\d+)", done.stdout, flags=re.MULTILINE))
@@ -46,7 +46,7 @@ def test_a_venv_under_tmp_grades_the_sample_class_as_the_projects_venv(tmp_venv,
     prefix = subprocess.run([python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True).stdout.strip()
     assert prefix.startswith("/tmp/"), prefix
     subs = tmp_path / "subs"
-    subprocess.run([python, "-m", "grader.cli", "samples", str(subs), CH], check=True, capture_output=True)
+    subprocess.run([python, "-m", "grader.cli.app", "samples", str(subs), CH], check=True, capture_output=True)
     fork = _table(tmp_venv, subs, tmp_path / "w-fork", "fork")
     kernel = _table(tmp_venv, subs, tmp_path / "w-kernel", "kernel")
     assert fork == kernel, (fork, kernel)

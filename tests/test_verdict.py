@@ -1,5 +1,5 @@
-"""Observations (course_utils.observe), the test-cell rewrite (grader.instrument) and the verdict
-(grader.verdict): values survive the trip as data, malformed data is refused, and the grader's
+"""Observations (course_utils.observe), the test-cell rewrite (grader.verdict.instrument) and the verdict
+(grader.verdict.judge): values survive the trip as data, malformed data is refused, and the grader's
 comparison says what the learner's own checks would say."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import torch
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from course_utils import checks, observe
-from grader import cells, expectations, instrument, observations, verdict
+from grader import cells
+from grader.verdict import expectations, instrument, observations
+from grader.verdict import judge as verdict
 
 VALUES = [
     None, True, 0, -(10**30), 1.5, float("inf"), "text", (1, [2, 3]), {"a": 1, 2: (3,)},
@@ -266,10 +268,10 @@ def test_a_cached_reference_depends_on_all_the_code_that_records_it(tmp_path):
 
     import course_utils
     import grader
-    from grader import reference
+    from grader.verdict import reference
 
     files = {p.resolve() for p in reference._CODE}
-    for needed in (Path(grader.__file__).parent / "engines" / "fork.py", Path(grader.__file__).parent / "integrity.py",
+    for needed in (Path(grader.__file__).parent / "engines" / "fork.py", Path(grader.__file__).parent / "prepare" / "integrity.py",
                    Path(course_utils.__file__).parent / "data.py", Path(course_utils.__file__).parent / "checks.py"):
         assert needed.resolve() in files
 

@@ -16,7 +16,7 @@ import pytest
 
 from grader import samples
 from grader.exceptions import GradebookError
-from grader.workspace import DB_URL_ENV, LOCK, GradebookUrl, Workspace, db_url_of, mask
+from grader.intake.workspace import DB_URL_ENV, LOCK, GradebookUrl, Workspace, db_url_of, mask
 
 ROOT = Path(__file__).resolve().parent.parent
 MINI = ROOT / "tests" / "fixtures" / "course" / "solutions"

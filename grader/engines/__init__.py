@@ -1,3 +1,3 @@
 """Where a prepared submission runs: in Jupyter kernels (:mod:`.kernel`, the reference engine) or
 in children of a warm server (:mod:`.fork`), each confined by :mod:`.sandbox`. Engines only
-execute; they never score (see :mod:`grader.verdict`)."""
+execute; they never score (see :mod:`grader.verdict.judge`)."""

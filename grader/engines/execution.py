@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -10,6 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nbformat import NotebookNode
 
@@ -17,7 +19,7 @@ TIMEOUT_ENAME = "CellTimeoutError"
 PROBE_TIMEOUT = 5
 
 #: seconds past a submission's own budget (:meth:`ExecOptions.budget_seconds`, plus one cell
-#: timeout) after which the grader stops waiting for its execution (:func:`grader.watchdog.execute_notebook`):
+#: timeout) after which the grader stops waiting for its execution (:func:`grader.execute.watchdog.execute_notebook`):
 #: later than the kernel engine's own watchdog, which kills the kernels 30 s past that point
 STALL_MARGIN = 90
 
@@ -46,7 +48,7 @@ class ExecOptions:
     #: wall-clock seconds one submission may take in all (kernels, replays, every cell);
     #: None: ten cell timeouts, at least 300 s. Cells past it are not run.
     submission_timeout: int | None = None
-    #: modules a fork server imports for its children beyond grader.integrity.PRELOAD: what the
+    #: modules a fork server imports for its children beyond grader.prepare.integrity.PRELOAD: what the
     #: batch's chapters import lazily and slowly (their ``grading.toml``'s ``preload``)
     preload: list[str] = field(default_factory=list)
 
@@ -96,7 +98,7 @@ def kernel_env(options: ExecOptions, home: str) -> dict[str, str]:
     return env
 
 
-# -- stopping an execution from outside (the watchdog: grader.watchdog) ------------------------
+# -- stopping an execution from outside (the watchdog: grader.execute.watchdog) ------------------------
 
 class Stops:
     """What stops one execution: the engine running it registers (:func:`on_stop`) how to kill what
@@ -147,3 +149,9 @@ def stopped() -> bool:
     """Whether the execution running in this thread was given up (start nothing more for it)."""
     stops = current_stops()
     return stops is not None and stops.fired
+
+
+def options_key(options: dict[str, Any]) -> bytes:
+    """The options that can change a grade, as bytes: not where the folders lie (``hide``), so
+    the same submissions copied elsewhere are not graded again."""
+    return json.dumps({k: v for k, v in options.items() if k not in NOT_GRADING}, sort_keys=True).encode()

@@ -7,7 +7,7 @@ per-cell timeout (an interrupt, then a kill if the cell does not stop), the same
 the same sandbox (the server runs inside it, so its children do), the same tamper guard
 asked before every test cell, and after a child dies or stays stuck a new one in which the
 learner's earlier cells are replayed. The result is the same :class:`~grader.engines.execution.Execution`,
-so :func:`grader.verdict.score` cannot tell the engines apart.
+so :func:`grader.verdict.judge.score` cannot tell the engines apart.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import time
 
 from nbformat import NotebookNode
 
-from grader import cells, integrity
+from grader import cells
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution, on_stop
 from grader.engines.forkchild import DIED, STUCK, Child
 from grader.engines.forkpool import Lease, StartError, Stopped, lease, stopped
 from grader.engines.sandbox import budget_mb
 from grader.engines.treewatch import TreeWatch
+from grader.prepare import integrity
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class _Runner:
         # shm included) and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.child: Child | None = None
-        self.stopped = False  # given up as stalled (grader.watchdog): no child is started again
+        self.stopped = False  # given up as stalled (grader.execute.watchdog): no child is started again
 
     def run(self) -> Execution:
         on_stop(self._stop)
@@ -130,7 +131,7 @@ class _Runner:
         return self.result
 
     def _stop(self) -> None:
-        """The grader gave up on this submission (grader.watchdog): its child dies, no other starts."""
+        """The grader gave up on this submission (grader.execute.watchdog): its child dies, no other starts."""
         self.stopped = True
         child = self.child
         if child is not None:

@@ -12,12 +12,12 @@ import signal
 import socket
 import time
 
-from grader import integrity
 from grader.engines.budget import Budget
 from grader.engines.execution import ExecOptions
 from grader.engines.forkpool import Server, StartError
 from grader.engines.sandbox import process_cap
 from grader.engines.wire import recv, send
+from grader.prepare import integrity
 
 DIED, STUCK = "died", "stuck"
 MESSAGE_TIMEOUT = 10  # seconds past a reply's last deadline by which the whole reply must have come

@@ -26,7 +26,7 @@ from grader.engines import forkclean
 from grader.engines.wire import recv
 
 # what a kernel imports and runs before learner code too
-from grader.integrity import FIXED_INPUTS, PRELOAD, WARM_UP
+from grader.prepare.integrity import FIXED_INPUTS, PRELOAD, WARM_UP
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4

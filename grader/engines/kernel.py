@@ -20,7 +20,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
-from grader import cells, integrity
+from grader import cells
 from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import (
     PROBE_TIMEOUT,
@@ -38,6 +38,7 @@ from grader.engines.kernelclient import (
 )
 from grader.engines.sandbox import Sandbox, budget_mb, gpu_devices, process_cap
 from grader.engines.treewatch import TreeWatch, kill_tree
+from grader.prepare import integrity
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class _Runner:
         # shm included, and their number
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.watch: TreeWatch | None = None  # without a cgroup: the kernel's processes watched instead
-        self.stopped = False  # given up as stalled (grader.watchdog): no kernel is started again
+        self.stopped = False  # given up as stalled (grader.execute.watchdog): no kernel is started again
         self.client = client_class()(
             nb,
             timeout=options.cell_timeout,
@@ -151,7 +152,7 @@ class _Runner:
         self._kill_kernels()
 
     def _stop(self) -> None:
-        """The grader gave up on this submission (grader.watchdog): its kernel dies, no other starts."""
+        """The grader gave up on this submission (grader.execute.watchdog): its kernel dies, no other starts."""
         self.stopped = True
         self._kill_kernels()
 

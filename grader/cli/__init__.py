@@ -1,0 +1,1 @@
+"""The ``course`` command line: it parses options and forwards to each stage's ``main``."""

@@ -1,0 +1,1 @@
+"""Pages: the learners' feedback and the class report, as inert HTML."""

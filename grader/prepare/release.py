@@ -1,0 +1,175 @@
+"""``course release`` and ``course check-release``: solutions/ -> notebooks/, kept honest."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader.preprocessors import ClearSolutions, SaveCells
+
+from grader import cells, project
+from grader.exceptions import ReleaseError, SourceError
+from grader.prepare import pipeline
+from grader.prepare.preprocessors import AddColabBadge
+
+log = logging.getLogger(__name__)
+
+
+def read(path: Path) -> NotebookNode:
+    """Read a notebook (nbformat 4), without touching the file."""
+    return nbformat.read(str(path), as_version=4)
+
+
+def dumps(nb: NotebookNode) -> str:
+    """Serialise a notebook the way every committed notebook is written."""
+    return nbformat.writes(nb) + "\n"
+
+
+def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> NotebookNode:
+    """Turn a chapter's source notebook into its student release.
+
+    Args:
+        chapter: the chapter (nbgrader assignment) name, e.g. ``01_tensors``.
+        source: path of the source notebook.
+        db_url: when given, the chapter's cells (hidden tests included) are also stored in
+            this gradebook, as nbgrader's generate_assignment does; grading needs that.
+    """
+    nb = read(source)
+    check_regions(chapter, nb)
+    resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
+    config = {
+        ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
+        AddColabBadge: {
+            "repository": project.repository_url(),
+            "path": f"notebooks/{chapter}/{source.name}",
+        }
+    }
+    skip = () if db_url else (SaveCells,)
+    nb, _ = pipeline.run(pipeline.RELEASE, nb, resources, skip=skip, config=config)
+    return nb
+
+
+#: The regions nbgrader's release steps cut out: each BEGIN line needs its END line in the same cell.
+REGIONS = ((cells.BEGIN_SOLUTION, cells.END_SOLUTION), (cells.BEGIN_HIDDEN, cells.END_HIDDEN))
+
+
+def check_regions(chapter: str, nb: NotebookNode) -> None:
+    """Refuse a source whose solution or hidden-test regions are not closed, naming the cell.
+
+    nbgrader's ClearSolutions and ClearHiddenTests raise a bare ``RuntimeError`` deep in the
+    pipeline for these (and log the cell's source, solution included); this names the chapter
+    and the cell instead, before any of them runs.
+
+    Raises:
+        SourceError: where (chapter, cell's grade_id or index) and which line is missing.
+    """
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code" and not cells.is_solution(cell):
+            continue
+        lines = cells.source_text(cell).splitlines()
+        where = f"chapter {chapter}, cell {cells.grade_id(cell) or f'#{index}'} (index {index})"
+        for begin, end in REGIONS:
+            open_at = None
+            for number, line in enumerate(lines, 1):
+                if begin in line:  # as nbgrader finds them: anywhere in a line
+                    if open_at is not None:
+                        raise SourceError(f"'{begin}' on line {number} inside the region opened on line {open_at}",
+                                          where=where, hint=f"close the first region with '{end}'")
+                    open_at = number
+                elif end in line:
+                    if open_at is None:
+                        raise SourceError(f"'{end}' on line {number} without a '{begin}' before it",
+                                          where=where, hint=f"add '{begin}' where the region starts")
+                    open_at = None
+            if open_at is not None:
+                raise SourceError(f"'{begin}' on line {open_at} has no '{end}'", where=where,
+                                  hint=f"add '{end}' on its own line where the region ends")
+
+
+def release_path(chapter: str, source: Path, notebooks_dir: Path) -> Path:
+    return notebooks_dir / chapter / source.name
+
+
+def main(
+    chapters: list[str] | None = None,
+    *,
+    solutions_dir: Path = project.SOLUTIONS,
+    notebooks_dir: Path = project.NOTEBOOKS,
+) -> list[Path]:
+    """Release the given chapters (all when empty); returns the paths written."""
+    written = []
+    for chapter in project.resolve_chapters(chapters, solutions_dir):
+        source = project.source_notebook(chapter, solutions_dir)
+        dest = release_path(chapter, source, notebooks_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(dumps(build_release(chapter, source)), encoding="utf-8")
+        log.info("released %s -> %s", source, dest)
+        written.append(dest)
+    return written
+
+
+def _secret_lines(source_nb: NotebookNode) -> set[str]:
+    """Lines that occur only inside solution or hidden-test regions of the source."""
+    secret, public = set(), set()
+    for cell in source_nb.cells:
+        region = None
+        for raw in cells.source_text(cell).splitlines():
+            line = raw.strip()
+            if line in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN):
+                region = line
+                continue
+            if line in (cells.END_SOLUTION, cells.END_HIDDEN):
+                region = None
+                continue
+            (secret if region else public).add(line)
+    meaningful = {line for line in secret - public if len(line) > 3 and not line.startswith("#")}
+    return meaningful
+
+
+def check(
+    *, solutions_dir: Path = project.SOLUTIONS, notebooks_dir: Path = project.NOTEBOOKS
+) -> list[str]:
+    """Problems with the committed release: missing, stale or leaking notebooks."""
+    problems = []
+    expected_files = set()
+    for chapter in project.chapters(solutions_dir):
+        source = project.source_notebook(chapter, solutions_dir)
+        dest = release_path(chapter, source, notebooks_dir)
+        expected_files.add(dest.resolve())
+        if not dest.exists():
+            problems.append(f"{dest}: missing; run `course release {chapter}`")
+            continue
+        text = dest.read_text(encoding="utf-8")
+        if text != dumps(build_release(chapter, source)):
+            problems.append(f"{dest}: stale against {source}; run `course release {chapter}`")
+        released = nbformat.reads(text, as_version=4)
+        released_lines = {
+            raw.strip() for cell in released.cells for raw in cells.source_text(cell).splitlines()
+        }
+        for delimiter in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN, cells.END_SOLUTION, cells.END_HIDDEN):
+            if delimiter in released_lines:
+                problems.append(f"{dest}: contains '{delimiter}'")
+        leaked = sorted(_secret_lines(read(source)) & released_lines)
+        for line in leaked[:5]:
+            problems.append(f"{dest}: leaks a line of a solution or hidden test: {line!r}")
+    if notebooks_dir.is_dir():
+        for extra in sorted(notebooks_dir.glob("*/*.ipynb")):
+            if extra.resolve() in expected_files:
+                continue
+            if project.is_stray(extra.name):  # a copy Jupyter made while someone worked in the release
+                log.warning("%s: ignored (an editor's copy, not part of the release); delete it", extra)
+            else:
+                problems.append(f"{extra}: has no source in {solutions_dir}; delete it or add the source")
+    return problems
+
+
+def ensure_clean(**kwargs) -> None:
+    """Raise :class:`ReleaseError` listing every problem :func:`check` finds."""
+    problems = check(**kwargs)
+    if problems:
+        raise ReleaseError(
+            "the release is not in sync with solutions/:\n  " + "\n  ".join(problems),
+            hint="run `make release` and commit notebooks/",
+        )

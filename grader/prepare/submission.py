@@ -1,0 +1,226 @@
+"""Preparing a submission: read it, check it is this chapter's, sanitise it, put the grader's tests in.
+
+Runs in the coordinator, before execution. Nothing here runs learner code.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nbformat
+from nbformat import NotebookNode
+from nbformat.reader import get_version
+from nbformat.v4.nbbase import random_cell_id
+
+from grader import cells, jsonio
+from grader.prepare import pipeline
+from grader.prepare.integrity import Finding, scan
+from grader.prepare.preprocessors import RestoreCells
+from grader.verdict import instrument
+
+if TYPE_CHECKING:
+    from grader.record.gradebook import ChapterCells
+from grader.prepare.parameters import grading_notebook
+
+log = logging.getLogger(__name__)
+
+
+def read_submission(path: Path) -> NotebookNode:
+    """Read a submitted notebook, upgrading old nbformat versions.
+
+    What ``nbformat.reads(text, as_version=4)`` does (the format's version read from the file,
+    the notebook upgraded, then validated, invalid JSON for the format only logged), from JSON
+    parsed once: parsing is most of what reading a notebook with outputs costs.
+
+    Raises:
+        ValueError: with a sentence saying what is wrong with the file.
+    """
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise ValueError("the file is empty")
+    try:
+        data = jsonio.loads(raw.decode("utf-8-sig"))  # Windows editors may write a byte-order mark
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the file is not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        if exc.msg == jsonio.TOO_DEEP:
+            raise ValueError("the file's JSON is nested too deeply to be a notebook") from None
+        raise ValueError(f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
+        raise ValueError("the file is JSON but not a Jupyter notebook")
+    try:
+        major, minor = get_version(data)
+        if major not in nbformat.versions:
+            raise nbformat.NBFormatError(f"Unsupported nbformat version {major}")
+        try:
+            nb = nbformat.versions[major].to_notebook_json(data, minor=minor)
+        except AttributeError as exc:
+            raise nbformat.ValidationError(f"The notebook is invalid and is missing an expected key: {exc}") from None
+        nb = nbformat.convert(nb, 4)
+        _validate(nb)
+    except Exception as exc:
+        raise ValueError(f"the notebook could not be read ({type(exc).__name__}: {exc})") from None
+    return nb
+
+
+#: cells found valid, per (nbformat, nbformat_minor), as their sorted JSON
+_VALID_CELLS: dict[tuple[int, int], set[bytes]] = {}
+MAX_VALID_CELLS = 8192  # distinct valid cells remembered; past it, forgotten and found again
+
+
+def _validate(nb: NotebookNode) -> None:
+    """What ``nbformat.validate`` does when reading: cell ids repaired (nbformat >= 4.5: a missing
+    or repeated id gets a new one), the notebook checked against its schema, an error only logged.
+
+    A batch's notebooks are mostly the release's cells again: a cell found valid is remembered,
+    and only the top level and the cells not seen before are checked (a tenth of the time on a
+    chapter-01 submission). When something is invalid, the whole notebook is checked again, so
+    the error logged is the one nbformat gives.
+    """
+    version = (nb.get("nbformat"), nb.get("nbformat_minor"))
+    notebook_cells = nb.get("cells")
+    if not isinstance(notebook_cells, list) or not all(isinstance(v, int) for v in version):
+        return _log_invalid(nb)
+    if version >= (4, 5):
+        try:
+            _repair_ids(notebook_cells)
+        except (TypeError, AttributeError):  # a cell that is not a dict, an id that is not hashable:
+            return _log_invalid(nb)  # nbformat meets the same and raises it
+    valid = _VALID_CELLS.setdefault(version, set())
+    keys = [jsonio.dumps(cell, sort_keys=True) for cell in notebook_cells]
+    fresh = [cell for cell, key in zip(notebook_cells, keys, strict=True) if key not in valid]
+    skeleton = {k: v for k, v in nb.items() if k != "cells"}
+    skeleton["cells"] = fresh
+    try:
+        nbformat.validate(skeleton)
+    except nbformat.ValidationError:
+        return _log_invalid(nb)
+    if len(valid) + len(keys) > MAX_VALID_CELLS:
+        valid.clear()
+    valid.update(keys)
+
+
+def _repair_ids(notebook_cells: list) -> None:
+    """nbformat's repair, in its order: a cell without an id gets one, then a repeated id is replaced."""
+    for cell in notebook_cells:
+        if "id" not in cell:
+            cell["id"] = random_cell_id()
+    seen = set()
+    for cell in notebook_cells:
+        if cell["id"] in seen:
+            cell["id"] = random_cell_id()
+        seen.add(cell["id"])
+
+
+def _log_invalid(nb: NotebookNode) -> None:
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        log.error("Notebook JSON is invalid: %s", exc)
+
+
+def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release: NotebookNode, device: str,
+            tests: dict[str, instrument.TestSource], registered: ChapterCells) -> NotebookNode:
+    """Sanitise a submission (restore test cells, metadata), inject the grading parameters and
+    put the grader's version of every test cell in place (see :mod:`grader.verdict.instrument`).
+
+    ``registered`` is the chapter's cells as the gradebook holds them (read once per batch, by
+    the caller: preparing reads no gradebook).
+    """
+    release_meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
+    release_ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
+    pairs, answer = {}, None
+    for c in release.cells:
+        if cells.is_solution(c):
+            answer = cells.grade_id(c)
+        elif cells.is_test(c) and answer:
+            pairs[cells.grade_id(c)] = answer
+    resources = {
+        "nbgrader": {"notebook": notebook, "assignment": chapter, "db_url": db_url},
+        "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs, "gradebook": registered},
+    }
+    nb, resources = pipeline.run(
+        pipeline.SANITIZE, nb, resources, config={RestoreCells: {"add_missing_cells": True}}
+    )
+    forgotten = resources.get("course", {}).get("forgotten", [])
+    if forgotten:
+        nb.metadata["course_forgotten"] = forgotten
+    if cells.parameters_cell_index(nb) is None:
+        # papermill puts the injected parameters on top when the tagged cell is gone
+        log.info("%s: the parameters cell is missing; parameters go on top", notebook)
+    return grading_notebook(nb, tests, device, copy=False)
+
+
+def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
+    """Suspicious code in the cells the learner wrote (answer cells and any cell added)."""
+    texts, shapes = _released_code(release)
+    found: list[Finding] = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or cells.is_test(cell) or cells.has_tag(cell, "injected-parameters"):
+            continue
+        text = cells.source_text(cell)
+        if _newlines(text) in texts or _code_shape(text) in shapes:  # a released cell, give or take
+            continue  # comments and spacing
+        found.extend(dataclasses.replace(f, cell_index=i) for f in _scan(text))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _scan(text: str) -> tuple[Finding, ...]:
+    """:func:`grader.prepare.integrity.scan` of one cell's code, remembered: a batch meets the same cell
+    text again and again (an extra ``print(x)``, an answer written as the hints put it)."""
+    return tuple(scan(text))
+
+
+_released: dict[int, tuple[NotebookNode, set[str], set[str]]] = {}
+
+
+def _released_code(release: NotebookNode) -> tuple[set[str], set[str]]:
+    """The release's code cells, as texts and as code shapes (worked out once per release)."""
+    known = _released.get(id(release))
+    if known is None or known[0] is not release:
+        sources = [cells.source_text(c) for c in release.cells if c.cell_type == "code"]
+        known = _released[id(release)] = (release, {_newlines(s) for s in sources}, {_code_shape(s) for s in sources})
+    return known[1], known[2]
+
+
+def _newlines(source: str) -> str:
+    return source.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_shape(source: str) -> str:
+    """The code of a cell without its comments, blank lines, spacing or line-ending style."""
+    text = _newlines(source)
+    try:
+        return ast.dump(ast.parse(text))
+    except SyntaxError:
+        return text.strip()
+
+
+def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, NotebookNode]) -> str | None:
+    """None when ``nb`` is a notebook of the release's chapter, else a sentence saying why not."""
+    def ids(notebook: NotebookNode) -> set[str]:
+        out = set()
+        for c in notebook.cells:
+            gid = cells.grade_id(c)
+            if gid:
+                out.add(gid)
+            m = cells.marker(c)
+            if m:
+                out.add(m[1])
+        return out
+
+    mine, theirs = ids(release), ids(nb)
+    if mine & theirs or not theirs:
+        return None
+    for chapter, other in others.items():
+        if ids(other) & theirs:
+            return f"this is a notebook of chapter {chapter}, not of this chapter"
+    return "no exercise of this chapter was found in the notebook"

@@ -1,0 +1,1 @@
+"""Recording: scores into the gradebook, the result files, the exports an LMS imports."""

@@ -1,0 +1,1 @@
+"""The verdict: each test's observations against the solution's, decided in the coordinator."""
