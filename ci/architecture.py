@@ -53,7 +53,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.sandbox", "engines.mounts", "engines.confine", "engines.seccomp", "engines.budget",
         "engines.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
-        "verdict.judge", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
+        "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
         "verdict.reference", "verdict.rules", "verdict.hints", "verdict.library_messages")),
     "record": ("the gradebook, result files, CSV exports", (
         "record.results", "record.scores", "record.gradebook", "record.fingerprints", "record.review",

@@ -3,7 +3,7 @@
 A submission passes once through the stages, each a module of its own: intake
 (:mod:`grader.intake.submissions`) -> prepare (:mod:`grader.prepare.submission`) -> execute (:mod:`grader.execute.dispatch`,
 :mod:`grader.execute.watchdog` and the engines) -> verdict (:mod:`grader.verdict.judge`, against
-:mod:`grader.verdict.reference`) -> record (:mod:`grader.record.results`). The coordinating process does all
+:mod:`grader.verdict.reference`, one :mod:`grader.verdict.outcome` each) -> record (:mod:`grader.record.results`). The coordinating process does all
 but execution: it owns the gradebook, the solutions and every decision; workers only execute
 notebooks, so one misbehaving submission costs that submission and nothing else.
 """
@@ -29,7 +29,7 @@ from grader.exceptions import Interrupted, OptionError
 from grader.execute import dispatch
 from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
 from grader.intake.submissions import Submission, discover, extract_lms_zip
-from grader.intake.workspace import check_options, describe_change
+from grader.intake.workspace import Workspace, check_options, describe_change
 from grader.prepare.integrity import Finding
 from grader.prepare.release import build_release, check_regions
 from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission
@@ -42,8 +42,8 @@ from grader.record.fingerprints import (
     remembered_options,
     result_key,
 )
-from grader.record.results import Report, Workspace, passed_tests
-from grader.verdict import hints, instrument, reference
+from grader.verdict import hints, instrument, outcome, reference
+from grader.verdict.outcome import Report, passed_tests
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_tests", "read_submission"]
 
@@ -205,7 +205,7 @@ def main(
     recorder = record.Recorder(ws, db_url, recorded_now)
     for sub in found:
         if sub.path is None:  # a student's row says why nothing was graded; a skipped file's is only shown
-            missing = record.unreadable(sub, sub.status or "missing", sub.problem or "nothing submitted", sources)
+            missing = outcome.unreadable(sub, sub.status or "missing", sub.problem or "nothing submitted", sources)
             if sub.chapter in sources and sub.status is None:
                 recorder.add(missing, sources[sub.chapter], announce=False)
             reports.append(missing)
@@ -217,7 +217,7 @@ def main(
     findings_of: dict[tuple[str, str], list[Finding]] = {}
 
     def not_executed(sub: Submission, status: str, reason: str, fp: str) -> None:
-        recorder.add(record.unreadable(sub, status, reason, sources), sources[sub.chapter], fp)
+        recorder.add(outcome.unreadable(sub, status, reason, sources), sources[sub.chapter], fp)
 
     def todo() -> Iterator[tuple[Submission, NotebookNode, str, dict, list]]:
         """Prepared submissions, one at a time: the first ones run while the next are prepared."""
@@ -268,9 +268,10 @@ def main(
     done = len(reports)
     executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.flush)
     try:
-        for sub, fp, outcome in executed:
+        for sub, fp, ran in executed:
             judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
-            recorder.add(record.scored(ws, sub, outcome, sources[sub.chapter], judged), sources[sub.chapter], fp)
+            report = outcome.scored(ws, sub, ran, sources[sub.chapter], judged)  # verdict
+            recorder.add(report, sources[sub.chapter], fp)  # record
         recorder.flush()
     except KeyboardInterrupt:
         try:

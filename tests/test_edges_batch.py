@@ -23,7 +23,7 @@ from grader.intake.workspace import Workspace
 from grader.pages import feedback
 from grader.pages import markup as pages
 from grader.record import export
-from grader.record import results as record
+from grader.verdict import outcome as record
 from grader.verdict.observations import Malformed, decode
 
 CH = "01_tensors"
@@ -148,7 +148,7 @@ def test_a_submission_that_trips_the_scoring_gets_an_error_status(tmp_path, monk
     monkeypatch.setattr(record, "score", broken)
     sub = Submission("alice", CH, tmp_path / "a.ipynb")
     nb = samples.make_submission(CH, {})
-    with caplog.at_level(logging.ERROR, logger="grader.record.results"):
+    with caplog.at_level(logging.ERROR, logger="grader.verdict.outcome"):
         report = record.scored(Workspace(tmp_path), sub, (nb, {}), project.source_notebook(CH), ({}, {}, []))
     assert report.status == "error" and report.score == 0
     assert f"({named}" in report.message and "learner text" not in report.message
