@@ -15,11 +15,9 @@ import pytest
 import run_notebooks as runner
 
 from grader import cells, grade, project, samples
-from grader.verdict import hints
-from grader.verdict import instrument
-from grader.verdict import rules
-from grader.verdict import judge as verdict
 from grader.prepare.release import read
+from grader.verdict import hints, instrument, rules
+from grader.verdict import judge as verdict
 
 CHAPTERS = project.chapters()
 WRONG = Path(__file__).parent / "fixtures" / "wrong_answers"
