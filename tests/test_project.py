@@ -104,6 +104,7 @@ def test_a_chapters_grading_toml_names_what_a_fork_server_preloads(tmp_path, cap
 
 
 def test_the_course_preloads_only_for_the_chapters_that_import_slowly():
-    assert project.preload(project.chapters()[:4]) == []
+    assert project.preload(["01_tensors", "03_numpy_bridge", "04_reshape_indexing"]) == []
+    assert "torch._dynamo" in project.preload(["02_dtypes"])  # its puzzle's hidden test rounds on the meta device
     assert "torch.profiler" in project.preload(["05_broadcasting"])  # its optional profiler section
     assert "torch._dynamo" in project.preload(["08_training_loop"])

@@ -1,0 +1,72 @@
+"""How the checks' messages write values: shapes, indexes, one element, a quoted value.
+
+Bound at import like the checks themselves (:mod:`course_utils.checks`), so that a learner's
+cell that patches torch or builtins later changes nothing here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+_tensor_type = type
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    dims = tuple(int(d) for d in shape)
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+#: Characters of a value a message quotes (a number of 300 digits or a long string says no more).
+MAX_SHOWN = 40
+
+
+def _show(value: Any, spell: Any = repr) -> str:
+    """``value`` as a message quotes it: its repr (or ``spell``), cut to :data:`MAX_SHOWN` characters."""
+    try:
+        text = spell(value)
+    except Exception:  # noqa: BLE001 - an object whose repr fails is still described
+        text = f"<{_tensor_type(value).__name__}>"
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN - 12]}…({len(text)} chars)"
+
+
+def _shape_hint(actual: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    a_numel = math.prod(actual)
+    e_numel = math.prod(expected)
+    if expected and actual == tuple(expected) + (expected[-1],):
+        return (
+            " An extra trailing dim equal to the last one often comes from a silent broadcast"
+            " of (N,) with (N, 1) giving (N, N): check the shapes of the operands."
+        )
+    if a_numel == e_numel:
+        squeezed_a = tuple(d for d in actual if d != 1)
+        squeezed_e = tuple(d for d in expected if d != 1)
+        if squeezed_a == squeezed_e:
+            return " Same elements, different size-1 dims: try `unsqueeze` or `squeeze`."
+        if sorted(actual) == sorted(expected):
+            return " Same sizes in another order: try `permute` or `transpose`."
+        return " Same number of elements: try `reshape` or `view`."
+    if a_numel == 0:
+        return " Your tensor is empty: check the sizes you passed in."
+    return ""
+
+
+def _index_str(index: Sequence[int]) -> str:
+    return "(" + ", ".join(str(int(i)) for i in index) + ")" if len(index) != 1 else f"[{int(index[0])}]"
+
+
+def _element(t: torch.Tensor) -> Any:
+    """One element as a message quotes it: a float of a narrow dtype as that dtype writes it
+    (``0.7`` for float32's 0.699999988079071), every other value as Python has it."""
+    value = t.item()
+    if t.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(value, float):
+        import numpy as np  # noqa: PLC0415 - only for a value that differs
+
+        narrow = np.float16 if t.dtype == torch.float16 else np.float32
+        short = float(str(narrow(value)))
+        if float(narrow(short)) == value:
+            return short
+    return value
