@@ -413,3 +413,11 @@ def test_a_correct_answer_in_another_idiom_scores_full_marks(correct_batch, chap
         f"alt{k} of {chapter} scored {report.score}/{report.max_score} ({report.status}: {report.message});"
         f" refused: {failed}; idioms: {idioms}"
     )
+
+
+def test_fixtures_speak_of_the_answers_only():
+    """A fixture's words say what the answer does, never where a file of it once lay."""
+    for path in sorted(CORRECT.glob("*.json")) + sorted(WRONG.glob("*.json")):
+        for case in json.loads(path.read_text(encoding="utf-8")):
+            words = " ".join(str(case.get(k, "")) for k in ("idiom", "mistake"))
+            assert not re.search(r"/tmp/|/work/|\.venv", words), f"{path.name}:{case['grade_id']}: {words}"
