@@ -138,3 +138,13 @@ def test_observations_are_never_shown_and_pages_need_no_torch():
 
     code = "import sys, grader.pages.feedback; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_a_reasons_hint_is_on_a_line_of_its_own_and_escaped():
+    from grader.escaping import html_text
+    from grader.pages.feedback import _why
+
+    cell = _why("f(x) is <b>1</b> but expected 2. What to try: compare <i>by hand</i>.", html_text)
+    assert cell == ("f(x) is &lt;b&gt;1&lt;/b&gt; but expected 2.<br><span class=\"hint\"><strong>What to try:</strong>"
+                    " compare &lt;i&gt;by hand&lt;/i&gt;.</span>")
+    assert _why("not answered yet", html_text) == "not answered yet"

@@ -23,6 +23,7 @@ from grader.intake import interop
 from grader.intake.workspace import Workspace
 from grader.pages import markup as pages
 from grader.record import review
+from grader.verdict import hints
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,14 @@ def verdict_line(t: dict | None) -> str:
     return line
 
 
+def _why(reason: str, esc) -> str:
+    """A reason as its cell shows it: what happened, then the exercise's hint on a line of its own."""
+    what, lead, hint = reason.partition(hints.LEAD)
+    if not lead:
+        return esc(reason)
+    return f'{esc(what)}<br><span class="hint"><strong>What to try:</strong> {esc(hint)}</span>'
+
+
 def summary_html(result: dict) -> str:
     """The top of a page: the score (the sum of the rows), then each test's points, result, reason, comment."""
     esc = html_text
@@ -107,7 +116,7 @@ def summary_html(result: dict) -> str:
         rows.append(
             f"<tr><td><code>{esc(t['grade_id'])}</code></td><td class=\"num\">{points}</td>"
             f"<td class=\"{cls}\">{ICON.get(t['status'], FAIL_ICON)} {esc(t['status'])}</td>"
-            f"<td>{esc(t.get('reason', ''))}</td><td class=\"comment\">{esc(t.get('comment', ''))}</td></tr>"
+            f"<td>{_why(t.get('reason', ''), esc)}</td><td class=\"comment\">{esc(t.get('comment', ''))}</td></tr>"
         )
     if rows:
         parts.append("<table><thead><tr><th>test</th><th>points</th><th>result</th><th>why</th>"
