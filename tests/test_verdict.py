@@ -174,6 +174,16 @@ def test_an_error_on_a_hidden_input_names_the_input_its_type_and_how_to_see_it()
     assert "hidden" in why and "run the test cell" not in why
 
 
+def test_an_error_after_the_last_check_names_the_check_before_it_in_its_part():
+    refs = [_record("begin", None), _record("value", 2, name="g(2)"), _record("phase", "hidden"),
+            _record("value", 8, name="f(10**6)"), _record("end", None)]
+    status, why = verdict.judge(_cell(*refs[:4], error=("ValueError", "late")), refs, {})
+    assert why.startswith("ValueError was raised after checking f(10**6)") and "hidden part" in why
+    visible = [_record("begin", None), _record("value", 2, name="g(2)"), _record("end", None)]
+    status, why = verdict.judge(_cell(*visible[:2], error=("ValueError", "late")), visible, {})
+    assert why.startswith("ValueError was raised after checking g(2)") and "run the test cell" in why
+
+
 def test_an_untouched_exercise_reads_not_answered_yet_wherever_it_stops_the_test():
     refs = [_record("begin", None), _record("value", 2, name="minmax_rows(S)"), _record("end", None)]
     for error in (("NotImplementedError", cells.STUB_MESSAGE), ("NotImplementedError", "")):

@@ -143,15 +143,17 @@ def _out_of_memory(evalue: str) -> bool:
 
 
 def _where(refs: list[dict], i: int) -> str:
-    """' while checking <name>' for the reference's next named check in the same part of the test."""
-    for ref in refs[i:]:
-        if ref.get("kind") == "phase":  # the error came before the hidden part: name none of it
-            return ""
-        if ref.get("kind") in ("tensor", "value", "shape"):
-            try:
-                return f" while checking {expectations.of(ref).param('name', 'your answer')}"
-            except Malformed:
-                return ""
+    """' while checking <name>': the reference's next named check in the same part of the test; else
+    ' after checking <name>': the last one before it in that part (an error after the last check)."""
+    for part, word in ((refs[i:], "while"), (refs[:i][::-1], "after")):
+        for ref in part:
+            if ref.get("kind") == "phase":  # another part of the test: name none of it
+                break
+            if ref.get("kind") in ("tensor", "value", "shape"):
+                try:
+                    return f" {word} checking {expectations.of(ref).param('name', 'your answer')}"
+                except Malformed:
+                    return ""
     return ""
 
 
@@ -214,7 +216,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
     if len(got) > len(refs):
         return FAILED, "the test sent more observations than its checks make"
     if error is not None:
-        return _error_reason(error, "", hidden)
+        return _error_reason(error, _where(refs, len(refs)), hidden)
     return PASSED, ""
 
 
