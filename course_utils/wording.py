@@ -27,7 +27,7 @@ MAX_SHOWN = 40
 def _show(value: Any, spell: Any = repr) -> str:
     """``value`` as a message quotes it: its repr (or ``spell``), cut to :data:`MAX_SHOWN` characters."""
     try:
-        text = spell(value)
+        text = spell(tidy(value))
     except Exception:  # noqa: BLE001 - an object whose repr fails is still described
         text = f"<{_tensor_type(value).__name__}>"
     return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN - 12]}…({len(text)} chars)"
@@ -69,4 +69,23 @@ def _element(t: torch.Tensor) -> Any:
         short = float(str(narrow(value)))
         if float(narrow(short)) == value:
             return short
+    return value
+
+
+def tidy(value: Any, depth: int = 0) -> Any:
+    """``value`` as a message writes it: a float that is exactly a float32 (a tensor's element made
+    a Python number by ``.item()`` or ``.tolist()``) as float32 writes it, ``0.45`` rather than
+    ``0.44999998807907104``; inside lists and tuples too. Two different float32 values never
+    read the same."""
+    if _tensor_type(value) is float and math.isfinite(value):
+        import numpy as np  # noqa: PLC0415 - only for a value a message quotes
+
+        narrow = np.float32(value)
+        if float(narrow) == value:
+            short = float(str(narrow))
+            if len(repr(short)) < len(repr(value)):
+                return short
+        return value
+    if _tensor_type(value) in (list, tuple) and depth < 3 and len(value) <= 64:
+        return _tensor_type(value)(tidy(v, depth + 1) for v in value)
     return value

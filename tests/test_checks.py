@@ -234,3 +234,12 @@ def test_a_failed_check_shows_the_learners_line_and_message_and_none_of_our_sour
     assert len(shown.splitlines()) < 25, shown
     # what the grader reads is unchanged
     assert error.ename == "AnswerError" and _FAILING_CELLS[check][1] in error.evalue
+
+
+def test_a_float32_number_is_quoted_as_float32_writes_it_and_two_of_them_never_read_the_same():
+    from course_utils.wording import tidy
+
+    x = torch.tensor([0.45, 0.98], dtype=torch.float32).tolist()
+    assert repr(tidy(x)) == "[0.45, 0.98]" and repr(tidy(1 / 3)) == repr(1 / 3)  # a float64 stays as it is
+    a, b = torch.tensor([0.45, 0.45000002]).tolist()
+    assert a != b and repr(tidy(a)) != repr(tidy(b))

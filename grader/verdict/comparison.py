@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from course_utils import checks
+from course_utils import checks, wording
 from grader.verdict import expectations
 from grader.verdict.expectations import Expectation, Known
 from grader.verdict.instrument import Message
@@ -179,7 +179,7 @@ def _hidden_value(actual: Any, expected: Any, name: str, rel_tol: float, abs_tol
 
 def _short(value: Any, limit: int = 40) -> str:
     """A learner's value as a reason quotes it: its repr, capped."""
-    text = repr(value)
+    text = repr(wording.tidy(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -316,6 +316,7 @@ def _plain(value: Any, visible: str, conversion: str = "", spec: str = "") -> st
             return repr(data)
         words = library_words(data)  # an error message of Python's or torch's: its own words only
         return repr(words) if words else "…"
+    data = wording.tidy(data)
     if conversion in ("r", "a"):
         return _capped(repr(data))
     try:
