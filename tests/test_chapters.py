@@ -421,3 +421,64 @@ def test_fixtures_speak_of_the_answers_only():
         for case in json.loads(path.read_text(encoding="utf-8")):
             words = " ".join(str(case.get(k, "")) for k in ("idiom", "mistake"))
             assert not re.search(r"/tmp/|/work/|\.venv", words), f"{path.name}:{case['grade_id']}: {words}"
+
+
+def packed_wrong_plans() -> list[tuple[str, int]]:
+    """(chapter, k) for every "kwrong<k>" submission: the k-th wrong answer of each exercise that has one."""
+    counts: dict[str, dict[str, int]] = {}
+    for chapter, case in wrong_cases():
+        per = counts.setdefault(chapter, {})
+        per[case["grade_id"]] = per.get(case["grade_id"], 0) + 1
+    return [(chapter, k) for chapter, per in counts.items() for k in range(max(per.values()))]
+
+
+@pytest.fixture(scope="module")
+def kernel_batch(tmp_path_factory):
+    """The same answers on the kernel engine, packed to keep CI's budget: submission "kwrong<k>" of
+    a chapter answers each exercise with its k-th wrong answer (the solution where it has fewer),
+    "kalt<k>" each with its k-th correct alternative. The fork engine grades each wrong answer alone
+    (:func:`class_batch`); here each is graded next to the other exercises' mistakes."""
+    subs = tmp_path_factory.mktemp("kernel-subs")
+    where: dict[int, str] = {}
+    by_chapter: dict[str, dict[str, list[tuple[int, dict]]]] = {}
+    for index, (chapter, case) in enumerate(wrong_cases()):
+        by_chapter.setdefault(chapter, {}).setdefault(case["grade_id"], []).append((index, case))
+    for chapter, k in packed_wrong_plans():
+        answers = dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION)
+        for gid, cases in by_chapter[chapter].items():
+            if k < len(cases):
+                index, case = cases[k]
+                answers[gid] = case["source"]
+                where[index] = f"kwrong{k}"
+        path = subs / f"kwrong{k}" / chapter / project.source_notebook(chapter).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    for chapter, k in correct_plans():
+        answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
+        path = subs / f"kalt{k}" / chapter / project.source_notebook(chapter).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    reports = grade.main(subs, tmp_path_factory.mktemp("kernel-work"), jobs=2, device=GRADING_DEVICE, engine="kernel")
+    return {(r.student, r.chapter): r for r in reports}, where
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
+def test_a_wrong_answer_loses_its_exercise_on_the_kernel_engine_too(kernel_batch, case_index):
+    reports, where = kernel_batch
+    chapter, case = wrong_cases()[case_index]
+    assert case_index in where, "every wrong answer is in one of the packed submissions"
+    report = reports[(where[case_index], chapter)]
+    target = _test_of(chapter, case["grade_id"])
+    verdict_ = next(t for t in report.tests if t["grade_id"] == target)
+    assert verdict_["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target} on the kernel engine"
+    assert re.search(case["message"], verdict_["reason"]), f"reason {verdict_['reason']!r} does not match {case['message']!r}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("chapter", "k"), correct_plans(), ids=[f"{c}-alt{k}" for c, k in correct_plans()])
+def test_a_correct_answer_in_another_idiom_scores_full_marks_on_the_kernel_engine_too(kernel_batch, chapter, k):
+    reports, _ = kernel_batch
+    report = reports[(f"kalt{k}", chapter)]
+    failed = [(t["grade_id"], t["reason"]) for t in report.tests if t["status"] != "passed"]
+    assert report.score == report.max_score > 0, f"kalt{k} of {chapter}: {report.status} {report.message}; {failed}"
