@@ -133,70 +133,22 @@ def main(
     db_url = db_url or ws.default_db_url()
     gbmod.ensure_tools_on_path()
     sources = project.sources(solutions_dir)
-    expected = {c: p.name for c, p in sources.items()}
     hide = ws.hidden(submissions, solutions_dir)
-    if submissions.is_file():  # an LMS download: a row per student and per file not graded
-        unpacked = ws.intake(submissions)
-        shutil.rmtree(unpacked, ignore_errors=True)
-        found = extract_lms_zip(submissions, unpacked, expected, chapter)
-        submissions = unpacked
-    else:
-        found = discover(submissions, expected)
-    students = {s.student for s in found if s.status is None}  # not the folders and files skipped
-    nothing = batch.nothing_to_grade(found, submissions, sources)
-    if nothing is not None:
-        raise nothing
-    empty = sorted(students - {s.student for s in found if s.path is not None})
-    if empty:
-        log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
-                    len(empty), ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else ""))
-    for name in sorted({s.chapter for s in found if s.chapter in sources}):  # before the gradebook is touched
-        check_regions(name, nbformat.read(str(sources[name]), as_version=4))
+    found = _intake(ws, submissions, sources, chapter)  # intake: one Submission (or status) per student and chapter
     gbmod.check(db_url, create=True)
     preload = project.preload({s.chapter for s in found if s.path is not None and s.chapter in sources}, solutions_dir)
     base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide,
                        preload=preload)
 
-    reports: list[Report] = []
-    releases: dict[str, NotebookNode] = {}
-    tests: dict[str, dict[str, instrument.TestSource]] = {}
-    registered: dict[str, gbmod.ChapterCells] = {}
-    for chapter in sorted({s.chapter for s in found if s.chapter in sources}):
-        releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
-        registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
-        tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4),
-                                                  project.grading_settings(sources[chapter].parent),
-                                                  hints.load(sources[chapter].parent))
-    candidates: list[tuple[Submission, dict, bytes, str]] = []
-    recorded = {c: scores.totals(db_url, c) for c in registered}  # one query per chapter, not per submission
-    before = remembered_options(ws, base)
-    changed = 0  # recorded results these options would re-grade (same file, same chapter source)
-    for sub in found:
-        if sub.path is None:
-            continue
-        source = sources[sub.chapter]
-        options = asdict(chapter_options(base, source.parent))
-        raw = sub.path.read_bytes()
-        fp = result_key(raw, source, base)
-        cached = record.cached(ws, sub, fp, recorded[sub.chapter])
-        if cached is not None and not force:
-            reports.append(cached)
-            continue
-        if before is not None and not force:
-            changed += record.recorded_fingerprint(ws, sub) == result_key(raw, source, before)
-        candidates.append((sub, options, raw, fp))
-    if changed:
-        shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
-        was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
-        raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
-                          "grading them with these would replace their grades",
-                          hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
+    releases, tests, registered = _chapters(db_url, sources, {s.chapter for s in found if s.chapter in sources})
+    reports, candidates = _already_graded(ws, db_url, found, sources, base, force)  # the rest is graded now
     if engine == "fork" and scheduler is None and candidates:  # none when nothing changed: no server starts
         from grader.engines import forkpool
 
         forkpool.prestart(base, min(len(candidates), max(1, jobs or os.cpu_count() or 1)))  # torch, while we prepare
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
+
     def recorded_now(report: Report) -> None:
         reports.append(report)
         if on_progress:
@@ -285,6 +237,86 @@ def main(
         executed.close()
     reports.sort(key=lambda r: (r.student, r.chapter))
     return reports
+
+
+def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter: str | None) -> list[Submission]:
+    """Intake: one :class:`Submission` per student and chapter found in ``submissions`` (a folder,
+    or an LMS zip unpacked into the workspace), with a status for what is not one; every chapter
+    it names checked before the gradebook is touched.
+
+    Raises:
+        NothingToGrade: nothing in ``submissions`` is a submission of these chapters.
+        ReleaseError: a chapter's source has a broken solution or hidden-test region.
+    """
+    expected = {c: p.name for c, p in sources.items()}
+    if submissions.is_file():  # an LMS download: a row per student and per file not graded
+        unpacked = ws.intake(submissions)
+        shutil.rmtree(unpacked, ignore_errors=True)
+        found = extract_lms_zip(submissions, unpacked, expected, chapter)
+        submissions = unpacked
+    else:
+        found = discover(submissions, expected)
+    students = {s.student for s in found if s.status is None}  # not the folders and files skipped
+    nothing = batch.nothing_to_grade(found, submissions, sources)
+    if nothing is not None:
+        raise nothing
+    empty = sorted(students - {s.student for s in found if s.path is not None})
+    if empty:
+        log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
+                    len(empty), ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else ""))
+    for name in sorted({s.chapter for s in found if s.chapter in sources}):
+        check_regions(name, nbformat.read(str(sources[name]), as_version=4))
+    return found
+
+
+def _chapters(db_url: str, sources: dict[str, Path], chapters: set[str]) -> tuple[
+        dict[str, NotebookNode], dict[str, dict[str, instrument.TestSource]], dict[str, gbmod.ChapterCells]]:
+    """Each chapter of the batch registered in the gradebook, once: (its student release, its test
+    cells as the grader runs them with their rules and hints, its cells as the gradebook holds them)."""
+    releases, tests, registered = {}, {}, {}
+    for chapter in sorted(chapters):
+        releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
+        registered[chapter] = gbmod.chapter_cells(db_url, chapter, sources[chapter].stem)
+        tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4),
+                                                  project.grading_settings(sources[chapter].parent),
+                                                  hints.load(sources[chapter].parent))
+    return releases, tests, registered
+
+
+def _already_graded(ws: Workspace, db_url: str, found: list[Submission], sources: dict[str, Path],
+                    base: ExecOptions, force: bool) -> tuple[list[Report], list[tuple[Submission, dict, bytes, str]]]:
+    """(the recorded reports kept, the submissions to grade now, each with its options, bytes and
+    fingerprint): a result recorded for the same file, chapter source and options is kept unless ``force``.
+
+    Raises:
+        OptionError: results recorded with other options would be replaced (without ``force``).
+    """
+    reports: list[Report] = []
+    candidates: list[tuple[Submission, dict, bytes, str]] = []
+    recorded = {c: scores.totals(db_url, c) for c in {s.chapter for s in found if s.path is not None}}
+    before = remembered_options(ws, base)
+    changed = 0  # recorded results these options would re-grade (same file, same chapter source)
+    for sub in found:
+        if sub.path is None:
+            continue
+        source = sources[sub.chapter]
+        options = asdict(chapter_options(base, source.parent))
+        raw = sub.path.read_bytes()
+        fp = result_key(raw, source, base)
+        cached = record.cached(ws, sub, fp, recorded[sub.chapter])
+        if cached is not None and not force:
+            reports.append(cached)
+            continue
+        if before is not None and not force:
+            changed += record.recorded_fingerprint(ws, sub) == result_key(raw, source, before)
+        candidates.append((sub, options, raw, fp))
+    if changed:
+        shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
+        was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
+        raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
+                          "grading them with these would replace their grades",
+                          hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
+    return reports, candidates
 
 
 def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], skip: str) -> dict[str, NotebookNode]:
