@@ -72,6 +72,20 @@ def _sqlite_missing(db_url: str) -> bool:
     return db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).exists()
 
 
+def _per_cell(gb, model, *columns):
+    """A query of ``model``'s rows (a grade or a comment of one cell of one submitted notebook) as
+    (student id, chapter, cell name, *columns)."""
+    return (
+        gb.db.query(Student.id, Assignment.name, BaseCell.name, *columns)
+        .select_from(model)
+        .join(SubmittedNotebook, model.notebook_id == SubmittedNotebook.id)
+        .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+        .join(Student, SubmittedAssignment.student_id == Student.id)
+        .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
+        .join(BaseCell, model.cell_id == BaseCell.id)
+    )
+
+
 def read(db_url: str) -> Review:
     """Read every grade and comment (two queries); an SQLite gradebook not yet made reads as empty."""
     review = Review()
@@ -81,27 +95,15 @@ def read(db_url: str) -> Review:
     comments: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     with open_gradebook(db_url) as gb:
         rows = (
-            gb.db.query(Student.id, Assignment.name, BaseCell.name, Grade.auto_score, Grade.manual_score,
-                        Grade.extra_credit, Grade.needs_manual_grade, _grade_cells.c.max_score)
-            .select_from(Grade)
-            .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
-            .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
-            .join(Student, SubmittedAssignment.student_id == Student.id)
-            .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
-            .join(BaseCell, Grade.cell_id == BaseCell.id)
+            _per_cell(gb, Grade, Grade.auto_score, Grade.manual_score, Grade.extra_credit, Grade.needs_manual_grade,
+                      _grade_cells.c.max_score)
             .outerjoin(_grade_cells, _grade_cells.c.id == BaseCell.id)
             .all()
         )
         for student, chapter, name, auto, manual, extra, needs, max_score in rows:
             grades[(student, chapter)][name] = CellGrade(auto, manual, extra, bool(needs), float(max_score or 0))
         rows = (
-            gb.db.query(Student.id, Assignment.name, BaseCell.name, Comment.manual_comment, Comment.auto_comment)
-            .select_from(Comment)
-            .join(SubmittedNotebook, Comment.notebook_id == SubmittedNotebook.id)
-            .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
-            .join(Student, SubmittedAssignment.student_id == Student.id)
-            .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
-            .join(BaseCell, Comment.cell_id == BaseCell.id)
+            _per_cell(gb, Comment, Comment.manual_comment, Comment.auto_comment)
             .all()
         )
         for student, chapter, name, manual, auto in rows:
