@@ -9,6 +9,7 @@ import re
 import secrets
 import signal
 import time
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 log = logging.getLogger(__name__)
@@ -16,6 +17,24 @@ log = logging.getLogger(__name__)
 #: Processes and threads one submission may have at once (with a cgroup).
 PIDS_MAX = 256
 
+
+
+def kill_until_gone(alive: Callable[[], Iterable[int]], wait: float, pause: float = 0.01) -> None:
+    """SIGKILL every pid ``alive()`` gives, again and again, until it gives none (or ``wait``
+    seconds pass): a process can fork between a listing and the signal. Between rounds it
+    sleeps ``pause``, doubled each round up to 10 ms."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = list(alive())
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(pause)
+        pause = max(pause, min(0.01, pause * 2))
 
 class Budget:
     """A cgroup for one submission: memory (RAM, tmpfs and shm pages together) and process count.
@@ -73,19 +92,7 @@ class Budget:
 
     def kill_all(self, wait: float = 5.0) -> None:
         """SIGKILL every process in the budget until none is left (or ``wait`` seconds pass)."""
-        deadline = time.monotonic() + wait
-        pause = 0.001  # a child that was told to stop is usually gone within a few ms
-        while True:
-            left = self.pids()
-            if not left or time.monotonic() > deadline:
-                return
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(pause)
-            pause = min(0.01, pause * 2)
+        kill_until_gone(self.pids, wait, pause=0.001)  # a child told to stop is usually gone within a few ms
 
     def oom_kills(self) -> int:
         """How many times the memory cap was hit (v1: failcnt; v2: oom_kill events)."""

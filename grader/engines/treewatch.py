@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
-import time
 
-from grader.engines.budget import PIDS_MAX
+from grader.engines.budget import PIDS_MAX, kill_until_gone
 
 log = logging.getLogger(__name__)
 
@@ -72,18 +70,7 @@ def descendants(root: int) -> list[int]:
 
 def kill_tree(root: int, wait: float = 2.0) -> None:
     """SIGKILL ``root`` and its descendants until none is left (or ``wait`` seconds pass)."""
-    deadline = time.monotonic() + wait
-    while True:
-        left = descendants(root)
-        alive = [p for p in left if _state(p) not in ("Z", "X", "")]
-        if not alive or time.monotonic() > deadline:
-            return
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
+    kill_until_gone(lambda: [p for p in descendants(root) if _state(p) not in ("Z", "X", "")], wait)
 
 
 def _state(pid: int) -> str:
