@@ -59,15 +59,14 @@ def _index_str(index: Sequence[int]) -> str:
 
 
 def _element(t: torch.Tensor) -> Any:
-    """One element as a message quotes it: a float of a narrow dtype as that dtype writes it
-    (``0.7`` for float32's 0.699999988079071), every other value as Python has it."""
+    """One element as a message quotes it: a float16 as float16 writes it (``0.1``, not
+    ``0.0999755859375``); a float32 or bfloat16 is written short by :func:`tidy` when quoted."""
     value = t.item()
-    if t.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(value, float):
+    if t.dtype == torch.float16 and math.isfinite(value):
         import numpy as np  # noqa: PLC0415 - only for a value that differs
 
-        narrow = np.float16 if t.dtype == torch.float16 else np.float32
-        short = float(str(narrow(value)))
-        if float(narrow(short)) == value:
+        short = float(str(np.float16(value)))
+        if float(np.float16(short)) == value:
             return short
     return value
 
