@@ -65,3 +65,39 @@ def test_every_exercise_has_a_reviewed_hint_table(chapter):
         assert {"value", "default"} <= set(table), f"{chapter}:{gid}: needs at least `value` and `default`"
         for kind, text in table.items():
             assert text.strip().endswith((".", ")", "`")) and len(text) <= 200, f"{chapter}:{gid}.{kind}: {text!r}"
+
+
+def test_every_general_advice_of_the_checks_is_one_the_hints_replace():
+    """The checks' own advice is stripped by text where an exercise's hint replaces it: each advice
+    the checks can give must still be found, or a changed sentence would sit beside the hint again."""
+    import numpy as np
+    import torch
+
+    from course_utils import checks
+
+    def advice(fn, *args):
+        try:
+            fn(*args)
+        except checks.AnswerError as exc:
+            return str(exc)
+        raise AssertionError(f"{fn.__name__}{args} passed")
+
+    t = torch.zeros(2, 3)
+    reasons = [
+        advice(checks.check_tensor, t.double(), t),  # dtype
+        advice(checks.check_tensor, torch.zeros(2, 3, device="meta"), t),  # device
+        advice(checks.check_shape, torch.zeros(3, 2), (2, 3)),  # another order
+        advice(checks.check_shape, torch.zeros(6), (2, 3)),  # same numel
+        advice(checks.check_shape, torch.zeros(1, 6), (6,)),  # size-1 dims
+        advice(checks.check_shape, torch.zeros(3, 3), (3,)),  # the silent broadcast
+        advice(checks.check_shape, torch.zeros(0), (3,)),  # empty
+        advice(checks.check_tensor, 1.5, t),  # a number
+        advice(checks.check_tensor, [1.0], t),  # a list
+        advice(checks.check_tensor, np.zeros(3), t),  # an array
+        advice(checks.check_value, torch.tensor(2), 2),  # a tensor for a number
+    ]
+    for reason in reasons:
+        assert hints.GENERIC.search(reason), reason
+        kept = hints.add(reason, {kind: "Mine." for kind in (*hints.KINDS, "default")})
+        what, _, hint = kept.partition(hints.LEAD)
+        assert hint == "Mine." and not hints.GENERIC.search(what), kept
