@@ -209,3 +209,40 @@ def test_course_fork_zygote_0_starts_every_server_in_a_sandbox_of_its_own(monkey
     assert not forkstart.zygote_serves(OPTIONS)
     monkeypatch.delenv("COURSE_FORK_ZYGOTE")
     assert forkstart.zygote_serves(OPTIONS) == (not sandbox.bubblewrap_works() or sandbox.sandbox_level() == "nested")
+
+
+def test_a_server_closed_by_two_threads_closes_its_descriptors_once(tmp_path):
+    """A worker releasing its lease and the coordinator stopping the batch (Ctrl-C) can close one
+    server at once: the second close does nothing, rather than raise EBADF or close a descriptor
+    another thread opened meanwhile under the same number."""
+    import socket
+    import subprocess
+    import threading
+
+    proc = subprocess.Popen(["sleep", "60"])
+    server = object.__new__(forkstart.ZygoteServer)
+    server.ctrl, theirs = socket.socketpair()
+    server.pidfd = os.pidfd_open(proc.pid)
+    server.root = str(tmp_path / "server")
+    os.mkdir(server.root)
+    assert server.alive()
+    server.close()
+    reused = os.open(os.devnull, os.O_RDONLY)  # the lowest free number: the pidfd's, likely
+    errors = []
+
+    def close_again():
+        try:
+            server.close()
+        except Exception as exc:  # noqa: BLE001 - the test reports what a second close raised
+            errors.append(exc)
+
+    threads = [threading.Thread(target=close_again) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    os.fstat(reused)  # still open: no second close took it
+    os.close(reused)
+    assert proc.wait(timeout=10) == -9 and not server.alive() and not os.path.exists(server.root)
+    theirs.close()

@@ -77,6 +77,10 @@ def _start(sandbox: Sandbox, options: ExecOptions, module: str, theirs: socket.s
         theirs.close()
 
 
+#: one closer per started process (see :meth:`_Started._closing`)
+_close_lock = threading.Lock()
+
+
 class _Started:
     """A process we started in a sandbox (a server or a zygote): its folder, its log, its
     budget and the control channel only we hold; it exits when we close the channel."""
@@ -86,6 +90,7 @@ class _Started:
     root: str
     log_path: str
     budget: Budget | None
+    closed = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -97,7 +102,18 @@ class _Started:
         except OSError:
             return "no log"
 
+    def _closing(self) -> bool:
+        """True for the first caller only: a worker releasing its lease and the coordinator
+        stopping the batch (Ctrl-C) may both close one process, and a descriptor closed twice
+        can close one that another thread opened meanwhile."""
+        with _close_lock:
+            first = not self.closed
+            self.closed = True
+        return first
+
     def close(self) -> None:
+        if not self._closing():
+            return
         self.ctrl.close()  # it reads EOF and exits (a zygote's servers die with it)
         if self.alive():
             self.proc.kill()
@@ -277,9 +293,13 @@ class ZygoteServer(Server):
         self.lock = threading.Lock()
 
     def alive(self) -> bool:
-        if self.pidfd is None:  # not forked yet (or no pidfd on this kernel)
-            return self.zygote.alive()
-        return not select.select([self.pidfd], [], [], 0)[0]  # a pidfd turns readable when it exits
+        pidfd = self.pidfd
+        if pidfd is None:  # not forked yet (or no pidfd on this kernel)
+            return not self.closed and self.zygote.alive()
+        try:
+            return not select.select([pidfd], [], [], 0)[0]  # a pidfd turns readable when it exits
+        except (OSError, ValueError):  # closed meanwhile by the coordinator stopping the batch
+            return False
 
     def _failed(self) -> None:
         if self.zygote.alive() and not self.zygote.broken:  # it lives, and its server failed
@@ -291,13 +311,14 @@ class ZygoteServer(Server):
         return self.zygote.log_tail()
 
     def close(self) -> None:
+        if not self._closing():
+            return
         self.ctrl.close()  # the server reads EOF and exits, its children with it
-        if self.pidfd is not None:
-            if self.alive():
-                try:
-                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-                except OSError:
-                    pass
-            os.close(self.pidfd)
-            self.pidfd = None
+        pidfd, self.pidfd = self.pidfd, None
+        if pidfd is not None:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:  # exited already
+                pass
+            os.close(pidfd)
         shutil.rmtree(self.root, ignore_errors=True)
