@@ -254,12 +254,44 @@ def test_every_exercise_has_three_wrong_answers_that_say_what_to_try(chapter):
     assert not thin, f"{chapter}: exercises with fewer than three wrong answers that say what to try: {thin}"
 
 
+def pack_wrong_answers(subs: Path, prefix: str, *, sparse: bool) -> tuple[dict[int, str], dict[tuple[str, str], set[str]]]:
+    """Write every wrong answer into a few submissions per chapter, the k-th wrong answer of each
+    exercise in submission ``<prefix><k>`` (the solution where an exercise has fewer). ``sparse``
+    packs the odd-numbered and the even-numbered exercises apart (``<prefix><k>a``, ``...b``), so
+    that every wrong answer sits between solved exercises, whose tests must still pass.
+
+    Returns (wrong-answer index -> its submission's student, (student, chapter) -> the answer
+    grade_ids it holds the solution for)."""
+    by_chapter: dict[str, dict[str, list[tuple[int, dict]]]] = {}
+    for index, (chapter, case) in enumerate(wrong_cases()):
+        by_chapter.setdefault(chapter, {}).setdefault(case["grade_id"], []).append((index, case))
+    where: dict[int, str] = {}
+    solved: dict[tuple[str, str], set[str]] = {}
+    for chapter, per_answer in by_chapter.items():
+        ids = samples.answer_ids(chapter)
+        groups = {"a": ids[0::2], "b": ids[1::2]} if sparse else {"": ids}
+        for suffix, group in groups.items():
+            for k in range(max(len(per_answer.get(gid, [])) for gid in group)):
+                student = f"{prefix}{k}{suffix}"
+                answers = dict.fromkeys(ids, samples.SOLUTION)
+                for gid in group:
+                    if k < len(per_answer.get(gid, [])):
+                        index, case = per_answer[gid][k]
+                        answers[gid] = case["source"]
+                        where[index] = student
+                solved[(student, chapter)] = {gid for gid in ids if answers[gid] is samples.SOLUTION}
+                path = subs / student / chapter / project.source_notebook(chapter).name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    return where, solved
+
+
 @pytest.fixture(scope="module")
 def class_batch(tmp_path_factory):
-    """One grading batch: a perfect and an untouched submission for every chapter, the
-    demo's partial and syntax-error students for chapter 01, and every wrong answer."""
+    """One grading batch on the fork engine: a perfect and an untouched submission for every
+    chapter, the demo's partial and syntax-error students for chapter 01, and every wrong answer,
+    packed sparsely (:func:`pack_wrong_answers`): each between solved exercises."""
     subs = tmp_path_factory.mktemp("subs")
-    expected = {}
     for chapter in CHAPTERS:
         name = project.source_notebook(chapter).name
         ids = samples.answer_ids(chapter)
@@ -272,20 +304,13 @@ def class_batch(tmp_path_factory):
     for student in ("bob", "dave"):
         (subs / student).mkdir()
         (subs / "_demo" / student / "01_tensors").rename(subs / student / "01_tensors")
-    # each wrong answer in a submission of its own, the other exercises solved
-    for k, (chapter, case) in enumerate(wrong_cases()):
-        answers = dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION)
-        answers[case["grade_id"]] = case["source"]
-        path = subs / f"wrong{k:02d}" / chapter / project.source_notebook(chapter).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
-        expected[f"wrong{k:02d}"] = (chapter, case)
     import shutil
 
     shutil.rmtree(subs / "_demo")
+    where, solved = pack_wrong_answers(subs, "wrong", sparse=True)
     work = tmp_path_factory.mktemp("work")
     reports = grade.main(subs, work, jobs=2, device=GRADING_DEVICE)
-    return {(r.student, r.chapter): r for r in reports}, expected, work
+    return {(r.student, r.chapter): r for r in reports}, where, solved, work
 
 
 @pytest.mark.slow
@@ -317,9 +342,9 @@ def _test_of(chapter: str, answer_id: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
 def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(class_batch, case_index):
-    reports, expected, _ = class_batch
-    student = f"wrong{case_index:02d}"
-    chapter, case = expected[student]
+    reports, where, solved, _ = class_batch
+    chapter, case = wrong_cases()[case_index]
+    student = where[case_index]
     report = reports[(student, chapter)]
     target = _test_of(chapter, case["grade_id"])
     verdict = next(t for t in report.tests if t["grade_id"] == target)
@@ -332,7 +357,10 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
         assert "What to try: " in verdict["reason"] and any(
             verdict["reason"].endswith(hints.LEAD + hint) for hint in table.values()
         ), f"reason {verdict['reason']!r} does not end with a hint of {case['grade_id']}"
-    assert 0 < report.score < report.max_score, "a single wrong answer must give a partial score"
+    # a mistake costs its own exercise only: the solved exercises around it keep their points
+    kept = {_test_of(chapter, gid) for gid in solved[(student, chapter)]}
+    lost = [(t["grade_id"], t["reason"]) for t in report.tests if t["grade_id"] in kept and t["status"] != "passed"]
+    assert kept and not lost, f"{student}: solved exercises lost points next to the wrong answers: {lost}"
 
 
 @pytest.mark.slow
@@ -342,9 +370,9 @@ def test_a_wrong_answer_fails_on_values_even_when_every_yes_no_is_forged(class_b
     every assert held would have it (grader.verdict.judge.judge(forge_yes_no=True)), each known mistake
     still fails its test, on a value its answer produced (the input after the call, a draw from the
     global generator after it, a result computed where the broken rule changes it)."""
-    reports, expected, work = class_batch
-    student = f"wrong{case_index:02d}"
-    chapter, case = expected[student]
+    reports, where, _, work = class_batch
+    chapter, case = wrong_cases()[case_index]
+    student = where[case_index]
     target = _test_of(chapter, case["grade_id"])
     src = source(chapter)
     tests = instrument.chapter_tests(src, project.grading_settings(project.source_notebook(chapter).parent))
@@ -423,36 +451,14 @@ def test_fixtures_speak_of_the_answers_only():
             assert not re.search(r"/tmp/|/work/|\.venv", words), f"{path.name}:{case['grade_id']}: {words}"
 
 
-def packed_wrong_plans() -> list[tuple[str, int]]:
-    """(chapter, k) for every "kwrong<k>" submission: the k-th wrong answer of each exercise that has one."""
-    counts: dict[str, dict[str, int]] = {}
-    for chapter, case in wrong_cases():
-        per = counts.setdefault(chapter, {})
-        per[case["grade_id"]] = per.get(case["grade_id"], 0) + 1
-    return [(chapter, k) for chapter, per in counts.items() for k in range(max(per.values()))]
-
-
 @pytest.fixture(scope="module")
 def kernel_batch(tmp_path_factory):
-    """The same answers on the kernel engine, packed to keep CI's budget: submission "kwrong<k>" of
-    a chapter answers each exercise with its k-th wrong answer (the solution where it has fewer),
-    "kalt<k>" each with its k-th correct alternative. The fork engine grades each wrong answer alone
-    (:func:`class_batch`); here each is graded next to the other exercises' mistakes."""
+    """The same answers on the kernel engine, packed densely: submission "kwrong<k>" of a chapter
+    answers each exercise with its k-th wrong answer (the solution where it has fewer), "kalt<k>"
+    each with its k-th correct alternative. The fork engine grades each wrong answer between solved
+    exercises (:func:`class_batch`); here each is graded next to the other exercises' mistakes."""
     subs = tmp_path_factory.mktemp("kernel-subs")
-    where: dict[int, str] = {}
-    by_chapter: dict[str, dict[str, list[tuple[int, dict]]]] = {}
-    for index, (chapter, case) in enumerate(wrong_cases()):
-        by_chapter.setdefault(chapter, {}).setdefault(case["grade_id"], []).append((index, case))
-    for chapter, k in packed_wrong_plans():
-        answers = dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION)
-        for gid, cases in by_chapter[chapter].items():
-            if k < len(cases):
-                index, case = cases[k]
-                answers[gid] = case["source"]
-                where[index] = f"kwrong{k}"
-        path = subs / f"kwrong{k}" / chapter / project.source_notebook(chapter).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    where, _ = pack_wrong_answers(subs, "kwrong", sparse=False)
     for chapter, k in correct_plans():
         answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
         path = subs / f"kalt{k}" / chapter / project.source_notebook(chapter).name
