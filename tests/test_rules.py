@@ -152,3 +152,78 @@ def test_every_chapter_has_one_puzzle_with_its_primitives_checked(chapter):
               for t in trees for n in ast.walk(t) if isinstance(n, ast.Call)}
     assert specs & called, f"{chapter}:{gid}: no plain-Python loop reference that the statement runs"
     assert called & DRAWS, f"{chapter}:{gid}: the statement draws no picture of the expected output"
+
+
+#: Correct puzzle answers with type hints, as learners write them (the stubs of other exercises do):
+#: a hint computes nothing, so it is no primitive of the puzzle.
+HINTED = {
+    ("01_tensors", "ex1_checkerboard"): (
+        'import torch\n\n\ndef checkerboard(n: int, m: int, device="cpu") -> torch.Tensor:\n'
+        '    board = torch.zeros((n, m), dtype=torch.float32, device=device)\n'
+        '    board[0::2, 0::2] = 1.0\n    board[1::2, 1::2] = 1.0\n    return board\n'),
+    ("02_dtypes", "ex6_quantize_int8"): (
+        "def quantize_int8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:\n"
+        "    lo, hi = torch.iinfo(torch.int8).min, torch.iinfo(torch.int8).max\n"
+        "    return (torch.round(x / scale) + zero_point).clamp(lo, hi).to(torch.int8)\n"),
+    ("03_numpy_bridge", "ex6_sliding_windows"): (
+        "import numpy as np\n\n\ndef sliding_windows(arr: np.ndarray, k: int) -> 'torch.Tensor':\n"
+        "    base = torch.from_numpy(arr)\n    (stride,) = base.stride()\n"
+        "    return base.as_strided(size=(base.size(0) - k + 1, k), stride=(stride, stride))\n"),
+    ("04_reshape_indexing", "ex7_rotate_left"): (
+        "from torch import Tensor\n\n\ndef rotate_left(img: Tensor) -> Tensor:\n"
+        "    mirrored: Tensor = img.flip([1])\n    return mirrored.mT\n"),
+    ("06_autograd", "ex7_sinc"): (
+        "from typing import Optional\n\n\ndef sinc(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor | None:\n"
+        "    safe = torch.where(x == 0, torch.ones_like(x), x)\n"
+        "    return torch.where(x == 0, torch.ones_like(x), torch.sin(safe) / safe)\n"),
+    ("07_devices", "ex7_attention_mask"): (
+        "def attention_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:\n"
+        "    rows = torch.arange(T, device=lengths.device).unsqueeze(-1)\n"
+        "    cols = torch.arange(T, device=lengths.device).unsqueeze(0)\n"
+        "    return (rows >= cols) & (lengths[:, None, None] > cols)\n"),
+    ("08_training_loop", "ex7_moving_average"): (
+        "def moving_average(losses: torch.Tensor, w: int) -> torch.Tensor:\n"
+        "    S = losses.shape[0]\n    s = losses.cumsum(0)\n"
+        "    shifted = torch.cat([losses.new_zeros(w), s])[:S]\n"
+        "    counts = torch.arange(1, S + 1, device=losses.device).clamp(max=w)\n    return (s - shifted) / counts\n"),
+}
+
+
+def _rule_of(chapter: str, answer: str) -> rules.Rule:
+    src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
+    found = rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent), src)
+    return next(r for r in found.values() if r.answer == answer)
+
+
+@pytest.mark.parametrize(("chapter", "answer"), sorted(HINTED))
+def test_a_type_hint_is_no_primitive_of_a_puzzle(chapter, answer):
+    nb = _nb(chapter, {answer: HINTED[(chapter, answer)]})
+    assert rules.violation(nb, _rule_of(chapter, answer)) is None
+
+
+#: Ways to reach a switched-off function, or a primitive a puzzle does not allow, through an annotation.
+THROUGH_HINTS = {
+    "a switched-off name as a hint": ("05_broadcasting", "ex5_softmax",
+        "import torch\ndef softmax(X: torch.softmax, dim=-1):\n    return X\n"),
+    "__annotations__": ("05_broadcasting", "ex5_softmax",
+        "from torch.nn.functional import softmax as s\ndef softmax(X: s, dim: int = -1):\n"
+        "    return softmax.__annotations__['X'](X, dim)\n"),
+    "inspect.signature": ("05_broadcasting", "ex5_softmax",
+        "import inspect\nfrom torch.nn.functional import softmax as s\ndef softmax(X, dim: int = -1, f: s = None):\n"
+        "    return inspect.signature(softmax).parameters['f'].annotation(X, dim)\n"),
+    "typing.get_type_hints": ("05_broadcasting", "ex2_broadcast_shape",
+        "import typing\nfrom torch import broadcast_shapes as b\ndef broadcast_shape(a, b_: b = None):\n"
+        "    return tuple(typing.get_type_hints(broadcast_shape)['b_'](a, b_))\n"),
+    "a call in an annotation": ("05_broadcasting", "ex5_softmax",
+        "import torch\ndef softmax(X: torch.nn.functional.softmax(torch.ones(2), 0), dim=-1):\n    return X\n"),
+    "a puzzle's hint read back": ("06_autograd", "ex7_sinc",
+        "def sinc(x: torch.Tensor):\n    return sinc.__annotations__['x'].sinc(x)\n"),
+    "a disallowed call in a puzzle's annotation": ("04_reshape_indexing", "ex7_rotate_left",
+        "def rotate_left(img: torch.rot90(torch.ones(2, 2))):\n    return img.flip(1).T\n"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(THROUGH_HINTS))
+def test_an_annotation_smuggles_nothing_past_a_rule(how):
+    chapter, answer, code = THROUGH_HINTS[how]
+    assert rules.violation(_nb(chapter, {answer: code}), _rule_of(chapter, answer)) is not None

@@ -37,7 +37,10 @@ from grader import cells
 
 DYNAMIC_CALLS = frozenset({"getattr", "eval", "exec", "compile", "__import__", "globals", "vars", "locals",
                            "attrgetter", "methodcaller"})
-DYNAMIC_NAMES = frozenset({"importlib", "__dict__", "modules", "__builtins__", "__getattribute__"})
+DYNAMIC_NAMES = frozenset({"importlib", "__dict__", "modules", "__builtins__", "__getattribute__",
+                           # a type hint is not read as code (:func:`_hint`): nothing may read it back
+                           "__annotations__", "__annotate__", "__signature__", "get_type_hints", "get_annotations",
+                           "signature", "annotation", "inspect"})
 LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 FLOAT_CALLS = frozenset({"float", "ceil", "floor", "true_divide", "divide", "div", "trunc", "round"})
 
@@ -124,16 +127,55 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+def _hint(node: ast.AST | None) -> bool:
+    """Whether an annotation is a plain type hint (``torch.Tensor``, ``np.ndarray``, ``int | None``,
+    ``list[int]``, ``"torch.Tensor"``): names and attributes looked up, never called. It computes
+    nothing, so a puzzle's list of primitives does not read it (the stubs themselves write
+    ``-> torch.Tensor``), and the names in it pull in no other code; nothing may read it back
+    (:data:`DYNAMIC_NAMES`, and a puzzle allows no other attribute)."""
+    if node is None or isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Constant):
+        return node.value is None or node.value is Ellipsis or isinstance(node.value, str)
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name | ast.Attribute) and _hint(node.value)
+    if isinstance(node, ast.Subscript):
+        return _hint(node.value) and _hint(node.slice)
+    if isinstance(node, ast.Tuple | ast.List):
+        return all(_hint(e) for e in node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _hint(node.left) and _hint(node.right)
+    return False
+
+
+def _annotations(node: ast.AST) -> list[ast.AST]:
+    """The annotations ``node`` holds as children (an argument's, a def's return, an annotated assignment's)."""
+    if isinstance(node, ast.arg | ast.AnnAssign):
+        return [node.annotation] if node.annotation is not None else []
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return [node.returns] if node.returns is not None else []
+    return []
+
+
+def _in_hints(top: ast.AST) -> set[int]:
+    """The ids of the nodes of ``top`` that lie in a plain type hint (:func:`_hint`)."""
+    return {id(n) for a in ast.walk(top) for h in _annotations(a) if _hint(h) for n in ast.walk(h)}
+
+
 def _own(nodes: list[ast.AST]) -> list[ast.AST]:
     """The nodes of one scope: ``nodes`` and what they hold, not the bodies of the scopes nested in
-    them (a nested function's decorators, defaults and annotations are evaluated here: kept)."""
+    them (a nested function's decorators, defaults and annotations are evaluated here: kept, but a
+    plain type hint computes nothing: left out)."""
     out, todo = [], list(nodes)
     while todo:
         node = todo.pop()
         out.append(node)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             todo += [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d)]
-            todo += [a.annotation for a in _args(node.args) if a.annotation] + ([node.returns] if node.returns else [])
+            todo += [a for a in [*(arg.annotation for arg in _args(node.args)), node.returns] if a and not _hint(a)]
+        elif isinstance(node, ast.AnnAssign):
+            todo += [n for n in (node.target, node.value) if n is not None]
+            todo += [a for a in _annotations(node) if not _hint(a)]
         elif isinstance(node, ast.Lambda):
             todo += [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
         elif isinstance(node, ast.ClassDef):
@@ -184,16 +226,23 @@ def free_names(node: ast.AST) -> set[str]:
     return reads - bound
 
 
-def reached(nb: NotebookNode, rule: Rule) -> list[ast.AST]:
-    """The learner's code the graded functions of ``rule`` reach (their definitions first): every
-    binding of a graded name, then the top-level bindings of every global name they read, in turn."""
-    trees = []
+def _trees(nb: NotebookNode) -> list[tuple[str | None, ast.Module]]:
+    """(grade_id, parsed source) of every code cell but the tests, in notebook order."""
+    out = []
     for cell in nb.cells:
         if cell.get("cell_type") != "code" or cells.is_test(cell):
             continue
         tree = _parse(cells.source_text(cell))
         if tree is not None:
-            trees.append(tree)
+            out.append((cells.grade_id(cell), tree))
+    return out
+
+
+def reached(nb: NotebookNode, rule: Rule, trees: list[ast.Module] | None = None) -> list[ast.AST]:
+    """The learner's code the graded functions of ``rule`` reach (their definitions first): every
+    binding of a graded name, then the top-level bindings of every global name they read, in turn."""
+    if trees is None:
+        trees = [tree for _, tree in _trees(nb)]
     starts: list[ast.stmt] = []  # every binding of a graded name: a later `softmax = torch.softmax` counts
     others: dict[str, list[ast.stmt]] = {}
     for tree in trees:
@@ -215,18 +264,26 @@ def reached(nb: NotebookNode, rule: Rule) -> list[ast.AST]:
 
 def violation(nb: NotebookNode, rule: Rule) -> str | None:
     """Why the answer breaks ``rule`` (a sentence of the grader's own, with a line number), or None."""
-    for top in reached(nb, rule):
+    parsed = _trees(nb)
+    in_answer = {id(top) for gid, tree in parsed if gid == rule.answer for top in tree.body}
+    found = reached(nb, rule, [tree for _, tree in parsed])
+    for top in sorted(found, key=lambda top: id(top) not in in_answer):  # the answer cell's own lines first
+        hints = _in_hints(top)
         for node in ast.walk(top):
-            why = _breaks(node, rule)
+            why = _breaks(node, rule, hint=id(node) in hints)
             if why:
                 line = getattr(node, "lineno", None)
-                where = f" (line {line} of its cell)" if line else ""
+                cell = "your answer cell" if id(top) in in_answer else "another code cell"
+                where = f" (line {line} of {cell})" if line else ""
                 reason = rule.why or "the statement sets this rule"
                 return f"the answer {why}{where}: {reason}."
     return None
 
 
-def _breaks(node: ast.AST, rule: Rule) -> str | None:
+def _breaks(node: ast.AST, rule: Rule, *, hint: bool = False) -> str | None:
+    """Why ``node`` breaks ``rule``, or None. In a plain type hint (``hint``) a puzzle's list of
+    allowed primitives does not apply: ``-> torch.Tensor`` computes nothing; a switched-off name
+    is refused even there."""
     if rule.forbid:
         name = node.attr if isinstance(node, ast.Attribute) else None
         if isinstance(node, ast.ImportFrom):
@@ -237,7 +294,7 @@ def _breaks(node: ast.AST, rule: Rule) -> str | None:
             return f"names {node.value} in a string, which this exercise switches off"
         if _dynamic(node):
             return "reaches functions by dynamic code (getattr, eval, importlib, ...), which this exercise cannot check"
-    if rule.allow is not None:
+    if rule.allow is not None and not hint:
         if isinstance(node, ast.Attribute) and node.attr not in rule.allow:
             return f"uses .{node.attr}, which is not among this puzzle's allowed primitives ({', '.join(sorted(rule.allow))})"
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -273,7 +330,7 @@ def _dynamic(node: ast.AST) -> bool:
         return True
     if isinstance(node, ast.Import | ast.ImportFrom):
         modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-        return any(m.split(".")[0] in ("importlib", "operator", "builtins") for m in modules)
+        return any(m.split(".")[0] in ("importlib", "operator", "builtins", "inspect") for m in modules)
     if _called(node) == "getattr":
         args = node.args
         return len(args) < 2 or not (isinstance(args[1], ast.Constant) and isinstance(args[1].value, str))
