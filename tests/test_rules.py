@@ -227,3 +227,28 @@ THROUGH_HINTS = {
 def test_an_annotation_smuggles_nothing_past_a_rule(how):
     chapter, answer, code = THROUGH_HINTS[how]
     assert rules.violation(_nb(chapter, {answer: code}), _rule_of(chapter, answer)) is not None
+
+
+def test_an_import_reached_for_one_name_is_no_use_of_the_others_it_binds():
+    """`from torch.nn.functional import relu, softmax` in a scratch cell, with an answer that
+    reads `relu` only, does not use softmax; an answer reading the alias does."""
+    scratch = "from torch.nn.functional import relu, softmax as sm\nimport torch.optim, math\n"
+    honest = ("import torch\n\ndef softmax(X, dim=-1):\n    e = torch.exp(relu(X) * 0 + X - X.amax(dim, keepdim=True))\n"
+              "    return e / e.sum(dim, keepdim=True) * math.exp(0)\n")
+    rule = _rule("05_broadcasting", "test_ex5_softmax")
+    nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": honest})
+    assert rules.violation(nb, rule) is None
+    cheat = "def softmax(X, dim=-1):\n    return sm(X, dim)\n"
+    nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": cheat})
+    assert "uses softmax" in rules.violation(nb, rule)
+
+
+@pytest.mark.parametrize("scratch", ["from torch.nn.functional import *", "from torch.special import *"])
+def test_a_name_only_a_star_import_gives_is_not_taken_on_trust(scratch):
+    cheat = "def softmax(X, dim=-1):\n    return log_softmax(X, dim).exp()\n"
+    nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": cheat})
+    assert "import *" in rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax"))
+    # builtins and names bound elsewhere never pull a star import in
+    nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": GOOD_SOFTMAX.replace(
+        "return e", "assert len(X.shape) >= 1\n    return e")})
+    assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is None

@@ -115,6 +115,25 @@ def test_asserts_become_observations_with_their_message():
     assert verdict.compare(_record("assert", False, line=1), ref, test.asserts) == "x must be one"
 
 
+def test_the_hidden_part_leaves_nothing_in_the_notebooks_namespace(monkeypatch):
+    """A learner's helper named like one of the hidden part's (`_describe`) is still the learner's
+    after the test cell ran: the hidden part runs in a function of its own, and code after it sees
+    the cell's visible names as before."""
+    src = ("x = helper(1)\n### BEGIN HIDDEN TESTS\ndef _describe(v):\n    return 'hidden'\n"
+           "for _i in range(2):\n    seen.append((_describe(_i), helper(_i), x))\n### END HIDDEN TESTS\n"
+           "after = (x, _describe(0))\n")
+    code = instrument.rewrite("test_ex1", src).code
+    monkeypatch.setattr(observe, "emit", lambda *a, **k: None)
+    namespace = {"helper": lambda v: v + 10, "_describe": lambda v: "the learner's", "seen": []}
+    try:
+        exec(compile(code, "<test cell>", "exec"), namespace)
+    finally:
+        observe._state["test"] = None
+    assert namespace["seen"] == [("hidden", 10, 11), ("hidden", 11, 11)]
+    assert namespace["after"] == (11, "the learner's") and "_i" not in namespace
+    assert instrument.HIDDEN_SCOPE not in namespace
+
+
 def test_checks_observe_and_never_raise_while_a_test_cell_runs(monkeypatch):
     sent = []
     monkeypatch.setattr(observe, "emit", lambda kind, actual, **k: sent.append((kind, actual, k)))

@@ -121,6 +121,40 @@ def _message(msg: ast.expr | None) -> tuple[list[str | None], list[ast.expr]]:
     return [], []
 
 
+#: Stands for the end of the hidden part while the cell is rewritten.
+_END_MARK = "_course_end_hidden"
+#: The function the hidden part runs in (see :func:`_scoped`).
+HIDDEN_SCOPE = "_course_hidden"
+
+
+def _is_mark(node: ast.stmt, phase: str | None = None) -> bool:
+    if phase is None:
+        return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value == _END_MARK
+    call = node.value if isinstance(node, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "phase"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == OBS
+            and [a.value for a in call.args if isinstance(a, ast.Constant)] == [phase])
+
+
+def _scoped(tree: ast.Module) -> ast.Module:
+    """The hidden part run inside a function of its own, so that nothing it defines (``_check``,
+    ``_describe``, ``x``) lands in the notebook's namespace, where it would replace a helper of
+    the learner's of the same name: in the learner's own kernel there is no hidden part."""
+    body = tree.body
+    start = next((i for i, n in enumerate(body) if _is_mark(n, "hidden")), None)
+    if start is None:
+        tree.body = [n for n in body if not _is_mark(n)]
+        return tree
+    end = next((i for i, n in enumerate(body) if i > start and _is_mark(n)), len(body))
+    hidden = body[start + 1:end] or [ast.Pass()]
+    scope = ast.FunctionDef(name=HIDDEN_SCOPE, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                                defaults=[]),
+                            body=hidden, decorator_list=[], returns=None, type_params=[])
+    run = ast.parse(f"{HIDDEN_SCOPE}()\ndel {HIDDEN_SCOPE}").body
+    tree.body = [*body[: start + 1], scope, *run, *(n for n in body[end:] if not _is_mark(n))]
+    return tree
+
+
 def seed_of(grade_id: str) -> int:
     """The seed every RNG gets at the start of a test cell (the same in both runs)."""
     return zlib.crc32(grade_id.encode()) & 0x7FFFFFFF
@@ -135,7 +169,7 @@ def rewrite(grade_id: str, source: str) -> TestSource:
         if line.strip() == cells.BEGIN_HIDDEN:
             out.append(f"{indent}{OBS}.phase('hidden')")
         elif line.strip() == cells.END_HIDDEN:
-            out.append("")
+            out.append(f"{indent}{_END_MARK!r}")
         else:
             out.append(line)
     text = "\n".join(out)
@@ -146,7 +180,7 @@ def rewrite(grade_id: str, source: str) -> TestSource:
         body, messages = text, {}
     else:
         transformer = _Asserts(visible)
-        tree = transformer.visit(tree)
+        tree = _scoped(transformer.visit(tree))
         ast.fix_missing_locations(tree)
         body, messages = ast.unparse(tree), transformer.messages
     code = (

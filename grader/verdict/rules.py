@@ -133,28 +133,19 @@ def _hint(node: ast.AST | None) -> bool:
     nothing, so a puzzle's list of primitives does not read it (the stubs themselves write
     ``-> torch.Tensor``), and the names in it pull in no other code; nothing may read it back
     (:data:`DYNAMIC_NAMES`, and a puzzle allows no other attribute)."""
-    if node is None or isinstance(node, ast.Name):
-        return True
     if isinstance(node, ast.Constant):
         return node.value is None or node.value is Ellipsis or isinstance(node.value, str)
-    if isinstance(node, ast.Attribute):
-        return isinstance(node.value, ast.Name | ast.Attribute) and _hint(node.value)
-    if isinstance(node, ast.Subscript):
-        return _hint(node.value) and _hint(node.slice)
-    if isinstance(node, ast.Tuple | ast.List):
-        return all(_hint(e) for e in node.elts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return _hint(node.left) and _hint(node.right)
-    return False
+    parts = {ast.Attribute: lambda n: [n.value] if isinstance(n.value, ast.Name | ast.Attribute) else [n],
+             ast.Subscript: lambda n: [n.value, n.slice], ast.Tuple: lambda n: n.elts, ast.List: lambda n: n.elts,
+             ast.BinOp: lambda n: [n.left, n.right] if isinstance(n.op, ast.BitOr) else [n]}.get(type(node))
+    return node is None or isinstance(node, ast.Name) or (parts is not None and all(
+        p is not node and _hint(p) for p in parts(node)))
 
 
 def _annotations(node: ast.AST) -> list[ast.AST]:
     """The annotations ``node`` holds as children (an argument's, a def's return, an annotated assignment's)."""
-    if isinstance(node, ast.arg | ast.AnnAssign):
-        return [node.annotation] if node.annotation is not None else []
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return [node.returns] if node.returns is not None else []
-    return []
+    found = getattr(node, "annotation" if isinstance(node, ast.arg | ast.AnnAssign) else "returns", None)
+    return [found] if isinstance(found, ast.expr) else []
 
 
 def _in_hints(top: ast.AST) -> set[int]:
@@ -241,8 +232,12 @@ def _trees(nb: NotebookNode) -> list[tuple[str | None, ast.Module]]:
 def reached(nb: NotebookNode, rule: Rule, trees: list[ast.Module] | None = None) -> list[ast.AST]:
     """The learner's code the graded functions of ``rule`` reach (their definitions first): every
     binding of a graded name, then the top-level bindings of every global name they read, in turn."""
-    if trees is None:
-        trees = [tree for _, tree in _trees(nb)]
+    return _reach(rule, [tree for _, tree in _trees(nb)] if trees is None else trees)[0]
+
+
+def _reach(rule: Rule, trees: list[ast.Module]) -> tuple[list[ast.AST], set[str]]:
+    """:func:`reached`, and the global names it followed. A name that nothing binds but a
+    ``from ... import *`` (and no builtin) pulls in every such import."""
     starts: list[ast.stmt] = []  # every binding of a graded name: a later `softmax = torch.softmax` counts
     others: dict[str, list[ast.stmt]] = {}
     for tree in trees:
@@ -258,18 +253,34 @@ def reached(nb: NotebookNode, rule: Rule, trees: list[ast.Module] | None = None)
         outer = {n.id for n in _own([node]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         for name in sorted((free_names(node) | outer) - names):  # outer: a def's defaults and decorators
             names.add(name)
-            todo += others.get(name, [])
-    return seen
+            todo += others.get(name, [] if name in _BUILTINS else others.get("*", []))
+    return seen, names
+
+
+_BUILTINS = frozenset(dir(__import__("builtins")))
+
+
+def _only_reached(top: ast.AST, names: set[str]) -> ast.AST | None:
+    """A reached top-level import with only the names the answer reached (``from torch import nn,
+    optim`` reached for ``nn`` is no use of ``optim``); None when it binds none of them."""
+    if not isinstance(top, ast.Import | ast.ImportFrom):
+        return top
+    kept = [a for a in top.names if a.name == "*" or (a.asname or a.name).split(".")[0] in names]
+    if not kept:
+        return None
+    copy = type(top)(**{**{f: getattr(top, f) for f in top._fields}, "names": kept})
+    return ast.copy_location(copy, top)
 
 
 def violation(nb: NotebookNode, rule: Rule) -> str | None:
     """Why the answer breaks ``rule`` (a sentence of the grader's own, with a line number), or None."""
     parsed = _trees(nb)
     in_answer = {id(top) for gid, tree in parsed if gid == rule.answer for top in tree.body}
-    found = reached(nb, rule, [tree for _, tree in parsed])
+    found, names = _reach(rule, [tree for _, tree in parsed])
     for top in sorted(found, key=lambda top: id(top) not in in_answer):  # the answer cell's own lines first
         hints = _in_hints(top)
-        for node in ast.walk(top):
+        checked = _only_reached(top, names)
+        for node in ast.walk(checked) if checked is not None else ():
             why = _breaks(node, rule, hint=id(node) in hints)
             if why:
                 line = getattr(node, "lineno", None)
@@ -284,6 +295,8 @@ def _breaks(node: ast.AST, rule: Rule, *, hint: bool = False) -> str | None:
     """Why ``node`` breaks ``rule``, or None. In a plain type hint (``hint``) a puzzle's list of
     allowed primitives does not apply: ``-> torch.Tensor`` computes nothing; a switched-off name
     is refused even there."""
+    if (rule.forbid or rule.allow is not None) and isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+        return "takes names from a `from ... import *`, which this exercise cannot check"
     if rule.forbid:
         name = node.attr if isinstance(node, ast.Attribute) else None
         if isinstance(node, ast.ImportFrom):
