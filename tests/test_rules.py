@@ -252,3 +252,16 @@ def test_a_name_only_a_star_import_gives_is_not_taken_on_trust(scratch):
     nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": GOOD_SOFTMAX.replace(
         "return e", "assert len(X.shape) >= 1\n    return e")})
     assert rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax")) is None
+
+
+def test_fit_line_refuses_an_optimizer_whatever_undoes_the_tests_own_refusal():
+    """ch08 ex2 rules out torch.optim. The test's refusal of an optimizer built during the call
+    lives in the learner's process, where an answer can undo it; the rule is read here."""
+    rule = _rule_of("08_training_loop", "ex2_fit_line")
+    undo = ("import torch\n_init = torch.optim.Optimizer.__init__\n\n\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n"
+            "    torch.optim.Optimizer.__init__ = _init\n    return 0.0, 0.0\n")
+    assert "which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": undo}), rule)
+    imported = "from torch.optim import SGD as Step\n\n\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n    return Step\n"
+    assert "uses SGD" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": imported}), rule)
+    nb = _nb("08_training_loop", {"ex2_fit_line": samples.SOLUTION})
+    assert rules.violation(nb, rule) is None
