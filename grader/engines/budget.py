@@ -18,7 +18,6 @@ log = logging.getLogger(__name__)
 PIDS_MAX = 256
 
 
-
 def kill_until_gone(alive: Callable[[], Iterable[int]], wait: float, pause: float = 0.01) -> None:
     """SIGKILL every pid ``alive()`` gives, again and again, until it gives none (or ``wait``
     seconds pass): a process can fork between a listing and the signal. Between rounds it
@@ -35,6 +34,7 @@ def kill_until_gone(alive: Callable[[], Iterable[int]], wait: float, pause: floa
                 pass
         time.sleep(pause)
         pause = max(pause, min(0.01, pause * 2))
+
 
 class Budget:
     """A cgroup for one submission: memory (RAM, tmpfs and shm pages together) and process count.

@@ -127,31 +127,23 @@ _END_MARK = "_course_end_hidden"
 HIDDEN_SCOPE = "_course_hidden"
 
 
-def _is_mark(node: ast.stmt, phase: str | None = None) -> bool:
-    if phase is None:
-        return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value == _END_MARK
-    call = node.value if isinstance(node, ast.Expr) else None
-    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "phase"
-            and isinstance(call.func.value, ast.Name) and call.func.value.id == OBS
-            and [a.value for a in call.args if isinstance(a, ast.Constant)] == [phase])
-
-
 def _scoped(tree: ast.Module) -> ast.Module:
     """The hidden part run inside a function of its own, so that nothing it defines (``_check``,
     ``_describe``, ``x``) lands in the notebook's namespace, where it would replace a helper of
     the learner's of the same name: in the learner's own kernel there is no hidden part."""
     body = tree.body
-    start = next((i for i, n in enumerate(body) if _is_mark(n, "hidden")), None)
+    start = next((i for i, n in enumerate(body) if ast.unparse(n) == f"{OBS}.phase('hidden')"), None)
+    end_mark = repr(_END_MARK)
     if start is None:
-        tree.body = [n for n in body if not _is_mark(n)]
+        tree.body = [n for n in body if ast.unparse(n) != end_mark]
         return tree
-    end = next((i for i, n in enumerate(body) if i > start and _is_mark(n)), len(body))
+    end = next((i for i, n in enumerate(body) if i > start and ast.unparse(n) == end_mark), len(body))
     hidden = body[start + 1:end] or [ast.Pass()]
     scope = ast.FunctionDef(name=HIDDEN_SCOPE, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
                                                                 defaults=[]),
                             body=hidden, decorator_list=[], returns=None, type_params=[])
     run = ast.parse(f"{HIDDEN_SCOPE}()\ndel {HIDDEN_SCOPE}").body
-    tree.body = [*body[: start + 1], scope, *run, *(n for n in body[end:] if not _is_mark(n))]
+    tree.body = [*body[: start + 1], scope, *run, *(n for n in body[end:] if ast.unparse(n) != end_mark)]
     return tree
 
 

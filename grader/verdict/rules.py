@@ -133,13 +133,16 @@ def _hint(node: ast.AST | None) -> bool:
     nothing, so a puzzle's list of primitives does not read it (the stubs themselves write
     ``-> torch.Tensor``), and the names in it pull in no other code; nothing may read it back
     (:data:`DYNAMIC_NAMES`, and a puzzle allows no other attribute)."""
+    if node is None or isinstance(node, ast.Name):
+        return True
     if isinstance(node, ast.Constant):
         return node.value is None or node.value is Ellipsis or isinstance(node.value, str)
-    parts = {ast.Attribute: lambda n: [n.value] if isinstance(n.value, ast.Name | ast.Attribute) else [n],
-             ast.Subscript: lambda n: [n.value, n.slice], ast.Tuple: lambda n: n.elts, ast.List: lambda n: n.elts,
-             ast.BinOp: lambda n: [n.left, n.right] if isinstance(n.op, ast.BitOr) else [n]}.get(type(node))
-    return node is None or isinstance(node, ast.Name) or (parts is not None and all(
-        p is not node and _hint(p) for p in parts(node)))
+    if isinstance(node, ast.Attribute):  # a chain of names: `torch.Tensor`, never `f().x`
+        return isinstance(node.value, ast.Name | ast.Attribute) and _hint(node.value)
+    if isinstance(node, ast.BinOp):  # `int | None`
+        return isinstance(node.op, ast.BitOr) and _hint(node.left) and _hint(node.right)
+    parts = [node.value, node.slice] if isinstance(node, ast.Subscript) else getattr(node, "elts", None)
+    return isinstance(node, ast.Subscript | ast.Tuple | ast.List) and all(_hint(p) for p in parts)
 
 
 def _annotations(node: ast.AST) -> list[ast.AST]:
@@ -229,14 +232,10 @@ def _trees(nb: NotebookNode) -> list[tuple[str | None, ast.Module]]:
     return out
 
 
-def reached(nb: NotebookNode, rule: Rule, trees: list[ast.Module] | None = None) -> list[ast.AST]:
-    """The learner's code the graded functions of ``rule`` reach (their definitions first): every
-    binding of a graded name, then the top-level bindings of every global name they read, in turn."""
-    return _reach(rule, [tree for _, tree in _trees(nb)] if trees is None else trees)[0]
-
-
-def _reach(rule: Rule, trees: list[ast.Module]) -> tuple[list[ast.AST], set[str]]:
-    """:func:`reached`, and the global names it followed. A name that nothing binds but a
+def reached(rule: Rule, trees: list[ast.Module]) -> tuple[list[ast.AST], set[str]]:
+    """The learner's code the graded functions of ``rule`` reach in the cells ``trees`` (their
+    definitions first: every binding of a graded name, then the top-level bindings of every global
+    name they read, in turn), and the global names it followed. A name that nothing binds but a
     ``from ... import *`` (and no builtin) pulls in every such import."""
     starts: list[ast.stmt] = []  # every binding of a graded name: a later `softmax = torch.softmax` counts
     others: dict[str, list[ast.stmt]] = {}
@@ -276,7 +275,7 @@ def violation(nb: NotebookNode, rule: Rule) -> str | None:
     """Why the answer breaks ``rule`` (a sentence of the grader's own, with a line number), or None."""
     parsed = _trees(nb)
     in_answer = {id(top) for gid, tree in parsed if gid == rule.answer for top in tree.body}
-    found, names = _reach(rule, [tree for _, tree in parsed])
+    found, names = reached(rule, [tree for _, tree in parsed])
     for top in sorted(found, key=lambda top: id(top) not in in_answer):  # the answer cell's own lines first
         hints = _in_hints(top)
         checked = _only_reached(top, names)
