@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 import nbformat  # noqa: E402
 
 from grader import grade, project, samples  # noqa: E402
-from grader.engines import forkpool  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
+from grader.engines.fork import pool as forkpool  # noqa: E402
 from grader.execute import watchdog  # noqa: E402
 from grader.prepare.release import dumps  # noqa: E402
 

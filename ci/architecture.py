@@ -45,13 +45,14 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "prepare": ("the release; read, sanitise, put the grader's tests in", (
         "prepare.submission", "prepare.parameters", "prepare.preprocessors",
         "prepare.pipeline", "prepare.integrity", "prepare.release")),
-    "execute": ("run prepared notebooks, watched (engines/: kernels, fork servers, sandbox)", (
-        "execute.dispatch", "execute.watchdog", "execute.distributed",
-        "engines.execution", "engines.kernel", "engines.kernelclient",
-        "engines.fork", "engines.forkchild", "engines.forkpool", "engines.forkstart", "engines.zygote",
-        "engines.forkserver", "engines.forkshell", "engines.quickshell", "engines.forkclean", "engines.wire",
-        "engines.sandbox", "engines.mounts", "engines.confine", "engines.seccomp", "engines.budget",
-        "engines.treewatch")),
+    "execute": ("run prepared notebooks, watched (engines/: kernels, fork servers, isolation)", (
+        "execute.dispatch", "execute.watchdog", "execute.distributed", "engines.execution",
+        "engines.kernel.engine", "engines.kernel.client",
+        "engines.fork.engine", "engines.fork.child", "engines.fork.pool", "engines.fork.start",
+        "engines.fork.zygote", "engines.fork.server", "engines.fork.shell", "engines.fork.quickshell",
+        "engines.fork.clean", "engines.fork.wire",
+        "engines.isolation.sandbox", "engines.isolation.mounts", "engines.isolation.confine",
+        "engines.isolation.seccomp", "engines.isolation.budget", "engines.isolation.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
         "verdict.reference", "verdict.rules", "verdict.hints", "verdict.library_messages")),
@@ -113,9 +114,9 @@ def _targets(node: ast.Import | ast.ImportFrom, name: str, known: dict[str, Path
         base = ".".join(package + ([base] if base else []))
     out = []
     for alias in node.names:
-        if f"{base}.{alias.name}" in known:  # from grader.engines import fork
+        if f"{base}.{alias.name}" in known:  # from grader.engines.fork import engine
             out.append(f"{base}.{alias.name}")
-        elif base in known:  # from grader.engines.kernel import execute
+        elif base in known:  # from grader.engines.kernel.engine import execute
             out.append(base)
     return out
 

@@ -79,7 +79,7 @@ def _tree(pid: int) -> list[int]:
     """``pid`` and its descendants (a kernel a grading started sits in a session of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from grader.engines.treewatch import descendants
+        from grader.engines.isolation.treewatch import descendants
     finally:
         sys.path.pop(0)
     return descendants(pid)

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 from nbformat import NotebookNode
@@ -29,19 +30,13 @@ from grader.exceptions import Interrupted, OptionError
 from grader.execute import dispatch
 from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
 from grader.intake.submissions import Submission, discover, extract_lms_zip
-from grader.intake.workspace import Workspace, check_options, describe_change
+from grader.intake.workspace import Workspace, check_options
 from grader.prepare.integrity import Finding
 from grader.prepare.release import build_release, check_regions
 from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission
 from grader.record import gradebook as gbmod
 from grader.record import results as record
-from grader.record import scores
-from grader.record.fingerprints import (
-    GRADER_REVISION,
-    chapter_options,
-    remembered_options,
-    result_key,
-)
+from grader.record.fingerprints import GRADER_REVISION, chapter_options
 from grader.verdict import hints, instrument, outcome, reference
 from grader.verdict.outcome import Report, passed_tests
 
@@ -137,82 +132,75 @@ def main(
     found = _intake(ws, submissions, sources, chapter)  # intake: one Submission (or status) per student and chapter
     gbmod.check(db_url, create=True)
     preload = project.preload({s.chapter for s in found if s.path is not None and s.chapter in sources}, solutions_dir)
-    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate, hide=hide,
-                       preload=preload)
-
-    releases, tests, registered = _chapters(db_url, sources, {s.chapter for s in found if s.chapter in sources})
-    reports, candidates = _already_graded(ws, db_url, found, sources, base, force)  # the rest is graded now
+    base = ExecOptions(cell_timeout=cell_timeout, device=device, memory_mb=memory_mb, isolate=isolate,
+                       hide=hide, preload=preload)
+    chapters = _chapters(db_url, sources, {s.chapter for s in found if s.chapter in sources})
+    reports, candidates = record.already_graded(ws, db_url, found, sources, base, force)  # the rest is graded now
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
     if engine == "fork" and scheduler is None and candidates:  # none when nothing changed: no server starts
-        from grader.engines import forkpool
+        from grader.engines.fork import pool as forkpool
 
-        forkpool.prestart(base, min(len(candidates), max(1, jobs or os.cpu_count() or 1)))  # torch, while we prepare
+        forkpool.prestart(base, jobs)  # torch, while we prepare
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
+    recorder = record.Recorder(ws, db_url, _collect(reports, on_progress))
+    _record_not_submitted(ws, recorder, found, sources, reports)
+    if on_start:  # before the solutions' runs, which take a few seconds per chapter
+        on_start(len(candidates))
+    _grade_now(ws, chapters, candidates, recorder, reports, base, engine=engine, scheduler=scheduler, jobs=jobs)
+    reports.sort(key=lambda r: (r.student, r.chapter))
+    return reports
+
+
+class _Chapters(NamedTuple):
+    """The batch's chapters, each registered in the gradebook once."""
+
+    db_url: str
+    sources: dict[str, Path]  # every chapter's source notebook, in the batch or not
+    releases: dict[str, NotebookNode]  # its student release
+    tests: dict[str, dict[str, instrument.TestSource]]  # its test cells as the grader runs them
+    registered: dict[str, gbmod.ChapterCells]  # its cells as the gradebook holds them
+
+
+def _collect(reports: list[Report], on_progress: Callable[[Report], None] | None) -> Callable[[Report], None]:
+    """What the recorder calls with each report recorded now: kept, and announced."""
 
     def recorded_now(report: Report) -> None:
         reports.append(report)
         if on_progress:
             on_progress(report)
 
-    recorder = record.Recorder(ws, db_url, recorded_now)
+    return recorded_now
+
+
+def _record_not_submitted(ws: Workspace, recorder: record.Recorder, found: list[Submission],
+                          sources: dict[str, Path], reports: list[Report]) -> None:
+    """A student's row says why nothing was graded (recorded); a skipped file's is only shown. Both are
+    listed in results.csv."""
     for sub in found:
-        if sub.path is None:  # a student's row says why nothing was graded; a skipped file's is only shown
+        if sub.path is None:
             missing = outcome.unreadable(sub, sub.status or "missing", sub.problem or "nothing submitted", sources)
             if sub.chapter in sources and sub.status is None:
                 recorder.add(missing, sources[sub.chapter], announce=False)
             reports.append(missing)
     recorder.flush()
-    record.write_intake(ws, [s for s in found if s.status is not None])  # results.csv lists them too
+    record.write_intake(ws, [s for s in found if s.status is not None])
 
-    if on_start:  # before the solutions' runs, which take a few seconds per chapter
-        on_start(len(candidates))
-    findings_of: dict[tuple[str, str], list[Finding]] = {}
 
-    def not_executed(sub: Submission, status: str, reason: str, fp: str) -> None:
-        recorder.add(outcome.unreadable(sub, status, reason, sources), sources[sub.chapter], fp)
+def _grade_now(ws: Workspace, chapters: _Chapters, candidates: list[tuple[Submission, dict, bytes, str]],
+               recorder: record.Recorder, reports: list[Report], base: ExecOptions, *, engine: str,
+               scheduler: str | None, jobs: int) -> None:
+    """Prepare, execute, judge and record ``candidates``: the solutions' runs first, then each
+    submission as its execution comes back.
 
-    def todo() -> Iterator[tuple[Submission, NotebookNode, str, dict, list]]:
-        """Prepared submissions, one at a time: the first ones run while the next are prepared."""
-        for sub, options, raw, fp in candidates:
-            chapter, source = sub.chapter, sources[sub.chapter]
-            dest = ws.submitted / sub.student / chapter / source.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(raw)
-            try:
-                nb = read_submission(sub.path)
-            except ValueError as exc:
-                not_executed(sub, "unreadable", str(exc), fp)
-                continue
-            others = {c: r for c, r in releases.items() if c != chapter}
-            wrong = chapter_belongs(nb, releases[chapter], {})
-            if wrong:  # say which chapter it is, looking at the chapters not in this batch too
-                wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(sources, releases, chapter))
-            if wrong:
-                not_executed(sub, "wrong chapter", wrong, fp)
-                continue
-            try:
-                prepared = prepare(nb, chapter, source.stem, db_url, releases[chapter], device, tests[chapter],
-                                   registered[chapter])
-            except Exception as exc:  # the notebook is readable but cannot be prepared: say why
-                log.exception("preparing %s failed", sub.key)
-                reason = f"could not prepare the notebook: {type(exc).__name__}: {exc}"
-                not_executed(sub, "error", reason, fp)
-                continue
-            forgotten = prepared.metadata.pop("course_forgotten", [])
-            if forgotten:
-                ignored = f"ignored graded cell(s) this chapter does not have: {', '.join(forgotten)}"
-                sub.note = "; ".join(filter(None, [sub.note, ignored]))
-            findings = learner_findings(prepared, releases[chapter])
-            findings_of[(sub.student, chapter)] = findings
-            yield sub, prepared, fp, options, [asdict(f) for f in findings]
-
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(candidates)))
-    # The solutions' runs, before any learner code of this batch runs (see grader.verdict.reference): in
-    # threads, up to one per job (with the fork engine on the servers started for the batch, with the
-    # kernel engine each in a kernel of its own), while this thread prepares the first submissions.
-    # One after the other (as the kernel engine had them), a batch of 8 chapters waited for 8
-    # solution runs, each in a fresh kernel, before its first submission started.
-    overlap, items = scheduler is None, todo()
+    The solutions' runs come before any learner code of this batch runs (see grader.verdict.reference):
+    in threads, up to one per job (with the fork engine on the servers started for the batch, with the
+    kernel engine each in a kernel of its own), while this thread prepares the first submissions.
+    One after the other (as the kernel engine had them), a batch of 8 chapters waited for 8 solution
+    runs, each in a fresh kernel, before its first submission started.
+    """
+    sources, findings_of = chapters.sources, {}
+    overlap, items = scheduler is None, _prepared(ws, chapters, candidates, recorder, findings_of, base.device)
     references, prepared = reference.run_all(
         {c: (sources[c], chapter_options(base, sources[c].parent)) for c in {sub.chapter for sub, *_ in candidates}},
         engine, GRADER_REVISION, ws.root / "reference", threads=jobs if overlap else 1,
@@ -221,7 +209,8 @@ def main(
     executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.flush)
     try:
         for sub, fp, ran in executed:
-            judged = (references.get(sub.chapter, {}), tests[sub.chapter], findings_of.pop((sub.student, sub.chapter), []))
+            judged = (references.get(sub.chapter, {}), chapters.tests[sub.chapter],
+                      findings_of.pop((sub.student, sub.chapter), []))
             report = outcome.scored(ws, sub, ran, sources[sub.chapter], judged)  # verdict
             recorder.add(report, sources[sub.chapter], fp)  # record
         recorder.flush()
@@ -235,8 +224,53 @@ def main(
                           "their results recorded; rerun the same command to resume") from None
     finally:  # stop the workers now, not when the traceback holding this frame is freed (at exit, after they finish)
         executed.close()
-    reports.sort(key=lambda r: (r.student, r.chapter))
-    return reports
+
+
+def _prepared(ws: Workspace, chapters: _Chapters, candidates: list[tuple[Submission, dict, bytes, str]],
+              recorder: record.Recorder, findings_of: dict[tuple[str, str], list[Finding]],
+              device: str) -> Iterator[tuple[Submission, NotebookNode, str, dict, list]]:
+    """Prepared submissions, one at a time: the first ones run while the next are prepared. One that
+    cannot be is recorded with the reason, and not executed; the static scan's findings of each are
+    kept in ``findings_of`` for its verdict."""
+    for sub, options, raw, fp in candidates:
+        source = chapters.sources[sub.chapter]
+        dest = ws.submitted / sub.student / sub.chapter / source.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(raw)
+        prepared, why = _prepare_one(sub, chapters, device)
+        if prepared is None:
+            recorder.add(outcome.unreadable(sub, *why, chapters.sources), source, fp)
+            continue
+        findings = learner_findings(prepared, chapters.releases[sub.chapter])
+        findings_of[(sub.student, sub.chapter)] = findings
+        yield sub, prepared, fp, options, [asdict(f) for f in findings]
+
+
+def _prepare_one(sub: Submission, chapters: _Chapters, device: str) -> tuple[NotebookNode | None, tuple[str, str]]:
+    """(the submission read, checked to be its chapter's and prepared, or None and why not: a status
+    and a reason)."""
+    chapter, releases = sub.chapter, chapters.releases
+    try:
+        nb = read_submission(sub.path)
+    except ValueError as exc:
+        return None, ("unreadable", str(exc))
+    wrong = chapter_belongs(nb, releases[chapter], {})
+    if wrong:  # say which chapter it is, looking at the chapters not in this batch too
+        others = {c: r for c, r in releases.items() if c != chapter}
+        wrong = chapter_belongs(nb, releases[chapter], others or _all_releases(chapters.sources, releases, chapter))
+    if wrong:
+        return None, ("wrong chapter", wrong)
+    try:
+        prepared = prepare(nb, chapter, chapters.sources[chapter].stem, chapters.db_url, releases[chapter], device,
+                           chapters.tests[chapter], chapters.registered[chapter])
+    except Exception as exc:  # the notebook is readable but cannot be prepared: say why
+        log.exception("preparing %s failed", sub.key)
+        return None, ("error", f"could not prepare the notebook: {type(exc).__name__}: {exc}")
+    forgotten = prepared.metadata.pop("course_forgotten", [])
+    if forgotten:
+        ignored = f"ignored graded cell(s) this chapter does not have: {', '.join(forgotten)}"
+        sub.note = "; ".join(filter(None, [sub.note, ignored]))
+    return prepared, ("", "")
 
 
 def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter: str | None) -> list[Submission]:
@@ -269,10 +303,9 @@ def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter:
     return found
 
 
-def _chapters(db_url: str, sources: dict[str, Path], chapters: set[str]) -> tuple[
-        dict[str, NotebookNode], dict[str, dict[str, instrument.TestSource]], dict[str, gbmod.ChapterCells]]:
-    """Each chapter of the batch registered in the gradebook, once: (its student release, its test
-    cells as the grader runs them with their rules and hints, its cells as the gradebook holds them)."""
+def _chapters(db_url: str, sources: dict[str, Path], chapters: set[str]) -> _Chapters:
+    """Each chapter of the batch registered in the gradebook, once: its student release, its test
+    cells as the grader runs them with their rules and hints, its cells as the gradebook holds them."""
     releases, tests, registered = {}, {}, {}
     for chapter in sorted(chapters):
         releases[chapter] = gbmod.register_chapter(db_url, chapter, sources[chapter])
@@ -280,43 +313,7 @@ def _chapters(db_url: str, sources: dict[str, Path], chapters: set[str]) -> tupl
         tests[chapter] = instrument.chapter_tests(nbformat.read(str(sources[chapter]), as_version=4),
                                                   project.grading_settings(sources[chapter].parent),
                                                   hints.load(sources[chapter].parent))
-    return releases, tests, registered
-
-
-def _already_graded(ws: Workspace, db_url: str, found: list[Submission], sources: dict[str, Path],
-                    base: ExecOptions, force: bool) -> tuple[list[Report], list[tuple[Submission, dict, bytes, str]]]:
-    """(the recorded reports kept, the submissions to grade now, each with its options, bytes and
-    fingerprint): a result recorded for the same file, chapter source and options is kept unless ``force``.
-
-    Raises:
-        OptionError: results recorded with other options would be replaced (without ``force``).
-    """
-    reports: list[Report] = []
-    candidates: list[tuple[Submission, dict, bytes, str]] = []
-    recorded = {c: scores.totals(db_url, c) for c in {s.chapter for s in found if s.path is not None}}
-    before = remembered_options(ws, base)
-    changed = 0  # recorded results these options would re-grade (same file, same chapter source)
-    for sub in found:
-        if sub.path is None:
-            continue
-        source = sources[sub.chapter]
-        options = asdict(chapter_options(base, source.parent))
-        raw = sub.path.read_bytes()
-        fp = result_key(raw, source, base)
-        cached = record.cached(ws, sub, fp, recorded[sub.chapter])
-        if cached is not None and not force:
-            reports.append(cached)
-            continue
-        if before is not None and not force:
-            changed += record.recorded_fingerprint(ws, sub) == result_key(raw, source, before)
-        candidates.append((sub, options, raw, fp))
-    if changed:
-        shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
-        was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
-        raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
-                          "grading them with these would replace their grades",
-                          hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
-    return reports, candidates
+    return _Chapters(db_url, sources, releases, tests, registered)
 
 
 def _all_releases(sources: dict[str, Path], releases: dict[str, NotebookNode], skip: str) -> dict[str, NotebookNode]:

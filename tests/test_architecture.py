@@ -112,3 +112,21 @@ def test_the_folders_show_the_stages_and_few_modules_lie_loose():
             assert parts[1] in architecture.FOLDERS[stage], f"{module} is in stage {stage}, not in its folder"
     loose = [m for m in architecture.modules() if m.count(".") == 1]
     assert "grader.grade" in loose and len(loose) <= 10, loose
+
+
+def test_the_engines_are_three_packages_and_what_confines_serves_both():
+    """``engines/`` holds what both engines share (``execution.py``) beside three packages:
+    ``kernel/``, ``fork/`` and ``isolation/``. Isolation imports neither engine, and neither engine
+    the other, so docs/isolation.md's subject is one package that both engines use."""
+    loose = [m for m in architecture.modules() if m.startswith("grader.engines.") and m.count(".") == 2]
+    assert loose == ["grader.engines.execution"]
+
+    def package(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) == 4 and parts[1] == "engines" else None
+
+    assert {package(m) for m in architecture.modules()} - {None} == {"kernel", "fork", "isolation"}
+    forbidden = {"isolation": {"kernel", "fork"}, "kernel": {"fork"}, "fork": {"kernel"}}
+    crossing = [(m, t) for m, targets in architecture.graph().items() for t in targets
+                if package(t) in forbidden.get(package(m), set())]
+    assert crossing == []

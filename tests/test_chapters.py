@@ -210,8 +210,8 @@ def test_a_chapters_cells_import_little_that_its_fork_server_did_not_preload():
     that starts importing something big fails here until its grading.toml names it."""
     from nbformat.v4 import new_code_cell
 
-    from grader.engines import fork
     from grader.engines.execution import ExecOptions
+    from grader.engines.fork import engine as fork
 
     for chapter in CHAPTERS:
         nb = source(chapter)

@@ -190,7 +190,7 @@ def test_servers_for_an_lms_zip_are_prestarted_with_the_preload_of_the_chapter_i
 
     from grader import project
     from grader.cli import app as climod
-    from grader.engines import forkpool
+    from grader.engines.fork import pool as forkpool
     from grader.intake.workspace import Workspace
 
     started = []

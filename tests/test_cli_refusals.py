@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.app import cli
-from grader.engines import forkpool
+from grader.engines.fork import pool as forkpool
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "course" / "solutions"
 BIN = Path(sys.executable).parent

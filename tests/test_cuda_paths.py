@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from grader.engines import forkserver, sandbox
-from grader.engines.sandbox import (
+from grader.engines.fork import server as forkserver
+from grader.engines.isolation import sandbox
+from grader.engines.isolation.sandbox import (
     CUDA_CONTEXT_MB,
     Sandbox,
     budget_mb,
@@ -110,7 +111,7 @@ def test_kernel_engine_workers_take_the_coordinators_findings_and_never_probe(mo
     interpreter, and a worker whose probe timed out on a busy machine (30 s) would have started its
     kernels without the sandbox the batch's isolation line promised. A worker now starts with the
     coordinator's answers."""
-    from grader.engines import budget
+    from grader.engines.isolation import budget
     from grader.execute import dispatch
 
     def no_probe(*a, **k):

@@ -104,7 +104,7 @@ def test_every_engine_and_job_count_gives_identical_grades(graded, name):
 def test_an_output_off_nbformats_schema_is_cleaned_before_nbclient_sees_it():
     """A kernel's process can publish ``text/plain`` as a list of numbers: nbclient would refuse the
     output and the kernel engine would take the run for a dead kernel (every test "not run")."""
-    from grader.engines.kernelclient import _schema_content
+    from grader.engines.kernel.client import _schema_content
 
     data = _schema_content("display_data", {"data": {"text/plain": [1, 2], "text/html": {"a": 1}, "image/png": "iVBO",
                                                      "application/vnd.x+json": {"k": [1]}}, "metadata": [1]})
@@ -155,7 +155,8 @@ def _stalling_engine(stopped: list):
 def test_a_stalled_execution_is_stopped_and_recorded_and_the_batch_completes(tmp_path, monkeypatch, engine, jobs):
     import time
 
-    from grader.engines import fork, forkpool
+    from grader.engines.fork import engine as fork
+    from grader.engines.fork import pool as forkpool
     from grader.execute import watchdog
 
     stopped: list = []

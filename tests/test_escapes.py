@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from grader import grade, samples
-from grader.engines.budget import cgroup_mode
-from grader.engines.sandbox import bubblewrap_problem, bubblewrap_works
+from grader.engines.isolation.budget import cgroup_mode
+from grader.engines.isolation.sandbox import bubblewrap_problem, bubblewrap_works
 from grader.prepare.release import dumps
 
 pytestmark = pytest.mark.slow

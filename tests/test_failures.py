@@ -39,7 +39,7 @@ def put(root: Path, student: str, nb) -> None:
 def broken(tmp_path_factory):
     """A class of two (a perfect and an untouched notebook) graded against a solution that fails
     test_ex1_double where it runs, then `course feedback`."""
-    from grader.engines import forkpool
+    from grader.engines.fork import pool as forkpool
 
     tmp = tmp_path_factory.mktemp("failures")
     solutions = tmp / "solutions"

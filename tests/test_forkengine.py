@@ -10,12 +10,13 @@ import secrets
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader.engines import fork as forkengine
-from grader.engines import forkpool, forkstart
-from grader.engines import kernel as kernel_engine
 from grader.engines.execution import ExecOptions
-from grader.engines.forkchild import _pidfd_pid
-from grader.engines.sandbox import bubblewrap_works, process_cap
+from grader.engines.fork import engine as forkengine
+from grader.engines.fork import pool as forkpool
+from grader.engines.fork import start as forkstart
+from grader.engines.fork.child import _pidfd_pid
+from grader.engines.isolation.sandbox import bubblewrap_works, process_cap
+from grader.engines.kernel import engine as kernel_engine
 
 pytestmark = pytest.mark.slow
 
@@ -124,8 +125,8 @@ def _server_pid(server) -> int:
             argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"grader.engines.forkserver" in argv and server.scratch.encode() in argv and b"bwrap" not in argv[0] \
-                and b"grader.engines.confine" not in argv:
+        if b"grader.engines.fork.server" in argv and server.scratch.encode() in argv and b"bwrap" not in argv[0] \
+                and b"grader.engines.isolation.confine" not in argv:
             return int(entry)
     raise AssertionError("no fork server process found")
 
@@ -311,7 +312,7 @@ def test_for_cuda_a_child_gets_a_private_memory_cap_and_an_ordinary_cuda_check()
         "import os; os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK')",
         options=options,
     )
-    from grader.engines.sandbox import CUDA_CONTEXT_MB
+    from grader.engines.isolation.sandbox import CUDA_CONTEXT_MB
 
     assert [text(c) for c in ex.nb.cells] == [f"[execute_result]({OPTIONS.memory_mb + CUDA_CONTEXT_MB}, -1)", ""]
 
@@ -320,7 +321,7 @@ def test_device_cuda_gives_a_submission_the_gpu_exactly_where_the_machine_has_on
     """On the GPU runner both engines must hand a submission a working GPU (a CUDA context under
     the memory cap, in a child of a server that never started the driver); on a machine without
     one, CUDA is unavailable there and the notebooks' fallback runs. Both paths assert."""
-    from grader.engines.sandbox import gpu_devices, torch_has_cuda
+    from grader.engines.isolation.sandbox import gpu_devices, torch_has_cuda
 
     has_gpu = bool(gpu_devices("cuda")) and torch_has_cuda()  # decided here without starting CUDA
     cell = ("import torch\nok = torch.cuda.is_available()\n"

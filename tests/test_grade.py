@@ -380,8 +380,8 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
     import threading
     import time
 
-    from grader.engines import forkpool
     from grader.engines.execution import Execution
+    from grader.engines.fork import pool as forkpool
     from grader.execute import watchdog
 
     shutil.copytree(mini_solutions / CH, mini_solutions / "01_twin")  # a second chapter

@@ -12,7 +12,7 @@ from IPython.core import inputtransformer2 as it2
 from IPython.core.async_helpers import _should_be_async
 from IPython.core.inputtransformer2 import TransformerManager
 
-from grader.engines.quickshell import (
+from grader.engines.fork.quickshell import (
     QuickCompiler,
     QuickTransformerManager,
     may_be_async,

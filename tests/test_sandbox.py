@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader.engines.budget import Budget, cgroup_mode, sweep_stale
 from grader.engines.execution import ExecOptions
-from grader.engines.kernel import execute
-from grader.engines.sandbox import (
+from grader.engines.isolation.budget import Budget, cgroup_mode, sweep_stale
+from grader.engines.isolation.sandbox import (
     Sandbox,
     bubblewrap_works,
     bwrap_args,
@@ -26,6 +25,7 @@ from grader.engines.sandbox import (
     isolation_summary,
     process_cap,
 )
+from grader.engines.kernel.engine import execute
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_the_memory_cap_applies_without_a_sandbox_too():
 
 
 def test_with_device_cuda_a_kernel_gets_a_private_memory_cap_and_a_bomb_still_fails():
-    from grader.engines.sandbox import CUDA_CONTEXT_MB
+    from grader.engines.isolation.sandbox import CUDA_CONTEXT_MB
 
     size, bomb = run_cells(["import resource as r; print(r.getrlimit(r.RLIMIT_DATA)[0] // 2**20, r.getrlimit(r.RLIMIT_AS)[0])",
                             "b = bytearray(5 * 2**30)"], memory_mb=1536, device="cuda")
@@ -67,7 +67,7 @@ def test_a_kernel_prints_no_connection_banner_into_the_graders_output(capfd):
 def test_the_wrapped_command_names_the_limits_and_builds_its_root_from_what_it_needs(tmp_path):
     box = Sandbox(workdir=tmp_path / "w", runtime_dir=tmp_path / "r", hide=[tmp_path], memory_mb=100)
     cmd = box.wrap(["python", "-m", "ipykernel_launcher"])
-    assert "grader.engines.confine" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
+    assert "grader.engines.isolation.confine" in cmd and cmd[-3:] == ["python", "-m", "ipykernel_launcher"]
     assert cmd[cmd.index("--memory-mb") + 1] == "100"
     if bubblewrap_works():
         bw = cmd[cmd.index("bwrap"):]
@@ -197,7 +197,7 @@ def test_a_bound_device_node_is_there_and_others_are_not(tmp_path):
 @pytest.fixture
 def no_cgroup(monkeypatch):
     """This machine as one without a cgroup: every engine takes the no-cgroup path."""
-    from grader.engines import budget
+    from grader.engines.isolation import budget
 
     monkeypatch.setattr(budget, "_assumed_mode", None)
     budget.cgroup_mode.cache_clear()
@@ -220,7 +220,7 @@ def _leftovers(marker: str) -> list[int]:
 
 
 def _execute(engine: str, sources: list[str], **options):
-    from grader.engines import fork
+    from grader.engines.fork import engine as fork
 
     nb = new_notebook(cells=[new_code_cell(s) for s in sources])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -234,7 +234,7 @@ def _execute(engine: str, sources: list[str], **options):
 
 @pytest.mark.skipif(not bubblewrap_works(), reason="bubblewrap cannot sandbox on this machine: " + isolation_summary())
 def test_without_a_cgroup_a_submission_that_starts_too_many_processes_is_killed_whole(no_cgroup):
-    from grader.engines.budget import PIDS_MAX
+    from grader.engines.isolation.budget import PIDS_MAX
 
     marker = f"{secrets.randbelow(10**6) + 10**6}.25"  # sleep's argument: ours alone
     ex, texts = _execute("kernel", [
@@ -269,7 +269,7 @@ def test_without_a_cgroup_memory_spread_over_processes_is_budgeted_together(no_c
 
 
 def test_the_tree_watch_sees_every_process_below_its_root_and_kills_them_all():
-    from grader.engines.treewatch import TreeWatch, descendants
+    from grader.engines.isolation.treewatch import TreeWatch, descendants
 
     # a shell with three sleeping children, one of which has a child of its own
     root = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sh -c 'sleep 60 & wait' & wait"])
@@ -318,8 +318,8 @@ def test_rlimit_nproc_counts_the_sandboxs_own_processes_except_for_root():
 
 
 def test_a_sandboxed_kernel_caps_its_processes_inside_the_sandbox(tmp_path, monkeypatch):
-    from grader.engines import confine
-    from grader.engines.kernelclient import SandboxedKernelManager
+    from grader.engines.isolation import confine
+    from grader.engines.kernel.client import SandboxedKernelManager
 
     km = SandboxedKernelManager(kernel_name="python3")
     km.sandbox = Sandbox(workdir=tmp_path, memory_mb=None)
@@ -329,7 +329,7 @@ def test_a_sandboxed_kernel_caps_its_processes_inside_the_sandbox(tmp_path, monk
     monkeypatch.setattr(Sandbox, "sandboxed", lambda self: False)
     cmd = km.format_kernel_cmd()
     assert "--nproc" not in cmd  # outside a user namespace of its own it would count the host user's processes
-    done = subprocess.run([sys.executable, "-c", "from grader.engines.confine import cap_processes; cap_processes(77); "
+    done = subprocess.run([sys.executable, "-c", "from grader.engines.isolation.confine import cap_processes; cap_processes(77); "
                            "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))"],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "(77, 77)" and confine.cap_processes

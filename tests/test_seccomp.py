@@ -1,4 +1,4 @@
-"""No process of the sandbox reaches the kernel keyrings (grader.engines.seccomp), whatever ABI
+"""No process of the sandbox reaches the kernel keyrings (grader.engines.isolation.seccomp), whatever ABI
 it calls the kernel through; outside the sandbox the same calls work."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from grader.engines.sandbox import Sandbox, bubblewrap_problem, bubblewrap_works
-from grader.engines.seccomp import KEYRING_CALLS, keyring_filter
+from grader.engines.isolation.sandbox import Sandbox, bubblewrap_problem, bubblewrap_works
+from grader.engines.isolation.seccomp import KEYRING_CALLS, keyring_filter
 
 ALLOW, REFUSE = 0x7FFF0000, 0x00050000 | errno.EPERM
 

@@ -300,7 +300,7 @@ def test_a_cached_reference_depends_on_all_the_code_that_records_it(tmp_path):
     from grader.verdict import reference
 
     files = {p.resolve() for p in reference._CODE}
-    for needed in (Path(grader.__file__).parent / "engines" / "fork.py", Path(grader.__file__).parent / "prepare" / "integrity.py",
+    for needed in (Path(grader.__file__).parent / "engines" / "fork" / "engine.py", Path(grader.__file__).parent / "prepare" / "integrity.py",
                    Path(course_utils.__file__).parent / "data.py", Path(course_utils.__file__).parent / "checks.py"):
         assert needed.resolve() in files
 

@@ -1,6 +1,6 @@
 """Fork servers forked from one zygote: each as confined as a server in a sandbox of its own.
 
-The zygote (grader/engines/zygote.py) imports torch once for all of a batch's servers and gives
+The zygote (grader/engines/fork/zygote.py) imports torch once for all of a batch's servers and gives
 each its own pid, mount, IPC, UTS and network namespaces, /proc, /tmp, /dev/shm and folder,
 and no capability. These tests run learner code in such servers and look for what a server in a
 sandbox of its own would not show it: another server, the host's processes, a capability.
@@ -13,9 +13,11 @@ import os
 
 import pytest
 
-from grader.engines import forkpool, forkstart, sandbox
 from grader.engines.execution import ExecOptions
-from grader.engines.mounts import HOST_PROC
+from grader.engines.fork import pool as forkpool
+from grader.engines.fork import start as forkstart
+from grader.engines.isolation import sandbox
+from grader.engines.isolation.mounts import HOST_PROC
 from tests.test_forkengine import OPTIONS, run, text
 
 pytestmark = pytest.mark.slow
@@ -42,7 +44,7 @@ def test_a_child_sees_only_its_own_servers_processes_and_nothing_of_the_hosts():
     pids = eval(text(ex.nb.cells[0]).removeprefix("[execute_result]"))
     assert pids[0] == 1 and len(pids) <= 3, pids  # the server (its namespace's init) and this child
     assert text(ex.nb.cells[1]) == "[execute_result]([], False, 1)"
-    assert text(ex.nb.cells[2]) == "[execute_result][b'-m', b'grader.engines.zygote']"
+    assert text(ex.nb.cells[2]) == "[execute_result][b'-m', b'grader.engines.fork.zygote']"
 
 
 @nested

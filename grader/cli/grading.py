@@ -172,7 +172,7 @@ def _run(ws: Workspace, submissions: Path, gb, *, jobs, device, cell_timeout, me
     from tqdm import tqdm
 
     from grader import grade as mod
-    from grader.engines.sandbox import isolation_summary
+    from grader.engines.isolation.sandbox import isolation_summary
     from grader.intake import interop
 
     workdir = ws.root
@@ -241,8 +241,8 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
     grade`` finds them ready, started with the preload its chapters ask for. (``found``: the
     folder's rows, already read.)"""
     from grader import project
-    from grader.engines import forkpool
     from grader.engines.execution import ExecOptions
+    from grader.engines.fork import pool as forkpool
 
     solutions = solutions_dir or project.SOLUTIONS
     sources = project.sources(solutions)

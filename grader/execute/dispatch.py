@@ -77,8 +77,8 @@ TICK = 1.0
 
 def _worker_init(level: str, mode: str | None) -> None:
     """A pool worker: leaves Ctrl-C to the coordinator, and takes the coordinator's findings on
-    bubblewrap and cgroups instead of probing again (see :func:`grader.engines.sandbox.assume_level`)."""
-    from grader.engines import budget, sandbox
+    bubblewrap and cgroups instead of probing again (see :func:`grader.engines.isolation.sandbox.assume_level`)."""
+    from grader.engines.isolation import budget, sandbox
 
     _leave_interrupts_to_the_coordinator()
     sandbox.assume_level(level)
@@ -105,8 +105,8 @@ class _ProcessJobs:
         self.tokens: dict[concurrent.futures.Future, str] = {}
         self.count = 0
         self.looked = 0.0  # when _stalled last looked
-        from grader.engines.budget import cgroup_mode
-        from grader.engines.sandbox import sandbox_level
+        from grader.engines.isolation.budget import cgroup_mode
+        from grader.engines.isolation.sandbox import sandbox_level
 
         self.findings = (sandbox_level(), cgroup_mode())
         self.pool = self._new_pool()
@@ -208,7 +208,7 @@ class _ProcessJobs:
     def _replace_pool(self) -> None:
         """Kill every worker of the pool and what it started (a kernel without bubblewrap outlives
         its worker otherwise), and start a fresh pool."""
-        from grader.engines.treewatch import kill_tree
+        from grader.engines.isolation.treewatch import kill_tree
 
         workers = list(getattr(self.pool, "_processes", {}) or {})
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -228,7 +228,7 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
     so a rerun grades them."""
     pool.shutdown(wait=False, cancel_futures=True)
     if isinstance(pool, concurrent.futures.ProcessPoolExecutor):
-        from grader.engines.treewatch import descendants
+        from grader.engines.isolation.treewatch import descendants
 
         workers = multiprocessing.active_children()  # the pool's workers
         below = [p for child in workers if child.pid for p in descendants(child.pid)[1:]]
@@ -243,13 +243,13 @@ def _abandon(pool: concurrent.futures.Executor, engine: str) -> None:
                 pass
         # A kernel dies with its worker (bubblewrap's --die-with-parent), except one whose sandbox was
         # still starting: it lives in its submission's cgroup, which a dead worker leaves behind.
-        from grader.engines.budget import cgroup_mode, sweep_stale
+        from grader.engines.isolation.budget import cgroup_mode, sweep_stale
 
         mode = cgroup_mode()
         if mode:
             sweep_stale(mode)
     elif engine == "fork":  # worker threads wait on children of the warm servers: stopping those frees them
-        from grader.engines import forkpool
+        from grader.engines.fork import pool as forkpool
 
         forkpool.shutdown()
 

@@ -19,12 +19,12 @@ from typing import Any
 import nbformat
 
 from grader.engines.execution import ExecOptions, Execution, Stops, set_current_stops
-from grader.engines.kernel import execute
+from grader.engines.kernel.engine import execute
 
 log = logging.getLogger(__name__)
 
 #: Execution engines: ``kernel`` (a Jupyter kernel per submission, the reference) and
-#: ``fork`` (children of a warm interpreter, see grader.engines.fork). Both give the same grades.
+#: ``fork`` (children of a warm interpreter, see grader.engines.fork.engine). Both give the same grades.
 ENGINES = ("fork", "kernel")
 DEFAULT_ENGINE = "fork"
 
@@ -34,7 +34,7 @@ STALLED = "the grader stopped a stalled submission"
 
 
 def execute_notebook(nb: nbformat.NotebookNode, options: ExecOptions, engine: str) -> Execution:
-    """Run ``nb`` with the given engine (see :func:`grader.engines.kernel.execute`), watched.
+    """Run ``nb`` with the given engine (see :func:`grader.engines.kernel.engine.execute`), watched.
 
     The engine runs in a helper thread, and this thread waits for it at most
     :func:`stall_limit` seconds: the submission's own budget (ten cell timeouts, at least 300 s,
@@ -80,7 +80,7 @@ def _run_engine(nb: nbformat.NotebookNode, options: ExecOptions, engine: str, st
     set_current_stops(stops)
     try:
         if engine == "fork":
-            from grader.engines import fork
+            from grader.engines.fork import engine as fork
 
             return fork.execute(nb, options)
         return execute(nb, options)
@@ -168,7 +168,7 @@ def run_one(payload: tuple) -> tuple[nbformat.NotebookNode, dict[str, Any]]:
     """Worker: execute one prepared notebook (no gradebook, no solutions, no scoring here).
 
     ``payload`` is ``(notebook, ExecOptions fields, findings[, engine])``; the engine is
-    ``kernel`` (the reference) or ``fork`` (see :mod:`grader.engines.fork`). Returns the
+    ``kernel`` (the reference) or ``fork`` (see :mod:`grader.engines.fork.engine`). Returns the
     executed notebook and what happened; the coordinator scores it (:mod:`grader.verdict.judge`).
     Notebooks travel as objects: a thread shares them, a process pool or Dask pickles them
     (pickle between our own processes; what the learner's process sent is data inside),

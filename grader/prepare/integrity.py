@@ -6,7 +6,7 @@ installed in the kernel before any learner code runs, remembers the objects the 
 on and is asked, before every test cell, whether any of them was replaced. Either finding
 zeroes the tests that come after it and flags the submission in the report. Neither layer
 is a proof against a determined attacker in the same process; the sandbox (see
-:mod:`grader.engines.sandbox`) is what protects files and the network.
+:mod:`grader.engines.isolation.sandbox`) is what protects files and the network.
 """
 
 from __future__ import annotations

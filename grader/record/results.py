@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from grader import jsonio
+from grader.engines.execution import NOT_GRADING, ExecOptions
+from grader.exceptions import OptionError
 from grader.intake.submissions import Submission
-from grader.intake.workspace import Workspace
+from grader.intake.workspace import Workspace, describe_change
 from grader.record import scores
+from grader.record.fingerprints import chapter_options, remembered_options, result_key
 from grader.record.scores import Scores
 from grader.verdict.judge import TestResult
 from grader.verdict.outcome import Report, error_name, see_log, test_points
@@ -153,3 +156,39 @@ def recorded_fingerprint(ws: Workspace, sub: Submission) -> str | None:
     except (OSError, json.JSONDecodeError):
         return None
     return None if data.get("status") == "error" else data.get("fingerprint")
+
+
+def already_graded(ws: Workspace, db_url: str, found: list[Submission], sources: dict[str, Path],
+                    base: ExecOptions, force: bool) -> tuple[list[Report], list[tuple[Submission, dict, bytes, str]]]:
+    """(the recorded reports kept, the submissions to grade now, each with its options, bytes and
+    fingerprint): a result recorded for the same file, chapter source and options is kept unless ``force``.
+
+    Raises:
+        OptionError: results recorded with other options would be replaced (without ``force``).
+    """
+    reports: list[Report] = []
+    candidates: list[tuple[Submission, dict, bytes, str]] = []
+    recorded = {c: scores.totals(db_url, c) for c in {s.chapter for s in found if s.path is not None}}
+    before = remembered_options(ws, base)
+    changed = 0  # recorded results these options would re-grade (same file, same chapter source)
+    for sub in found:
+        if sub.path is None:
+            continue
+        source = sources[sub.chapter]
+        options = asdict(chapter_options(base, source.parent))
+        raw = sub.path.read_bytes()
+        fp = result_key(raw, source, base)
+        kept = cached(ws, sub, fp, recorded[sub.chapter])
+        if kept is not None and not force:
+            reports.append(kept)
+            continue
+        if before is not None and not force:
+            changed += recorded_fingerprint(ws, sub) == result_key(raw, source, before)
+        candidates.append((sub, options, raw, fp))
+    if changed:
+        shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
+        was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
+        raise OptionError(f"{changed} recorded result(s) were graded with other options ({describe_change(was, shown)}); "
+                          "grading them with these would replace their grades",
+                          hint="add --force to re-grade them, or leave the changed option(s) out to grade as before")
+    return reports, candidates

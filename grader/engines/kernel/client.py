@@ -1,22 +1,25 @@
 """The Jupyter side of the kernel engine: a sandboxed kernel manager, a client without heartbeat,
 and an nbclient client that caps outputs and marks a timed-out cell.
 
-:mod:`grader.engines.kernel` drives them, one submission across as many kernels as it needs.
+:mod:`grader.engines.kernel.engine` drives them, one submission across as many kernels as it needs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import secrets
+from pathlib import Path
 
 import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-from grader.engines.budget import PIDS_MAX
-from grader.engines.execution import TIMEOUT_ENAME
-from grader.engines.sandbox import Sandbox
+from grader.engines.execution import TIMEOUT_ENAME, ExecOptions
+from grader.engines.isolation.budget import PIDS_MAX, Budget
+from grader.engines.isolation.sandbox import Sandbox, gpu_devices, process_cap
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +84,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             return cmd
         if cmd[1:3] == ["-m", "ipykernel_launcher"]:  # the kernel makes itself not dumpable first
             # and, in bubblewrap's user namespace, caps the processes of its sandbox (RLIMIT_NPROC
-            # counts them there; see grader.engines.confine)
+            # counts them there; see grader.engines.isolation.confine)
             nproc = ["--nproc", str(PIDS_MAX)] if self.sandbox.sandboxed() else []
-            cmd = [cmd[0], "-m", "grader.engines.confine", "--kernel", *nproc, *cmd[3:]]
+            cmd = [cmd[0], "-m", "grader.engines.isolation.confine", "--kernel", *nproc, *cmd[3:]]
         return self.sandbox.wrap(cmd)
 
     # The kernel is interrupted (a cell past its timeout, and before every shutdown) by a message
@@ -105,6 +108,30 @@ class SandboxedKernelManager(AsyncKernelManager):
             log.debug("the kernel's control channel took no interrupt (garbled or gone)")
 
     interrupt_kernel = _async_interrupt_kernel
+
+
+def new_kernel_manager(options: ExecOptions, home: str, runtime: str, budget: Budget | None) -> SandboxedKernelManager:
+    """A manager for one of a submission's kernels: in a sandbox working in ``home``, with its
+    connection files in ``runtime``, under the submission's ``budget`` (a cgroup) if it has one."""
+    memory_mb, data_only = process_cap(options.memory_mb, options.device)
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.client_factory = HeartbeatlessClient
+    km.sandbox = Sandbox(
+        workdir=Path(home),
+        runtime_dir=Path(runtime),
+        hide=[Path(p) for p in options.hide],
+        memory_mb=memory_mb,
+        isolate=options.isolate,
+        budget=budget,
+        devices=gpu_devices(options.device),
+        data_only=data_only,
+    )
+    # IPC sockets work across the sandbox's network namespace; TCP would not.
+    km.transport = "ipc"
+    km.ip = os.path.join(runtime, f"k{secrets.token_hex(4)}")
+    km.connection_file = os.path.join(runtime, f"kernel-{secrets.token_hex(4)}.json")
+    km.kernel_spec.interrupt_mode = "message"  # signals would stop at the sandbox's init
+    return km
 
 
 _JSON_MIME = re.compile(r"^application/(.*\+)?json$")

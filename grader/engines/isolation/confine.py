@@ -1,12 +1,12 @@
-"""``python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...``: run CMD confined.
+"""``python -m grader.engines.isolation.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...``: run CMD confined.
 
 Run outside the sandbox, in front of bubblewrap: joins the submission's cgroup(s) (writes its
 own pid to each ``cgroup.procs`` given), so that everything CMD starts is counted and capped
 together, sets the per-process limits (address space, no core dumps) and ``exec``-s CMD. With
 ``--seccomp``, CMD is bubblewrap and gets ``--seccomp FD``: an inherited file holding
-:func:`grader.engines.seccomp.keyring_filter`.
+:func:`grader.engines.isolation.seccomp.keyring_filter`.
 
-``python -m grader.engines.confine --kernel [--nproc N] ARGS...`` is the other end, inside the sandbox: it
+``python -m grader.engines.isolation.confine --kernel [--nproc N] ARGS...`` is the other end, inside the sandbox: it
 makes the kernel process not dumpable (no other process of the sandbox can read its memory through
 ``/proc`` or ptrace it), with ``--nproc`` caps the processes and threads of the sandbox at N
 (``RLIMIT_NPROC``, see :func:`cap_processes`), and runs ``ipykernel_launcher ARGS``.
@@ -26,7 +26,7 @@ def set_limits(memory_mb: int | None, data_only: bool = False) -> None:
     """Cap the process's memory at ``memory_mb`` and forbid core dumps.
 
     The cap is on the address space (``RLIMIT_AS``), or, with ``data_only``, on private writable
-    memory (``RLIMIT_DATA``): see :func:`grader.engines.sandbox.process_cap` for when."""
+    memory (``RLIMIT_DATA``): see :func:`grader.engines.isolation.sandbox.process_cap` for when."""
     if memory_mb:
         limit = memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_DATA if data_only else resource.RLIMIT_AS, (limit, limit))
@@ -43,7 +43,7 @@ def cap_processes(count: int) -> None:
     Linux does not apply ``RLIMIT_NPROC`` to processes whose real user is the host's root, and the
     sandbox's uid 1000 maps to the user who started the grader: where that is root (CI, the GPU
     machines), the cap is set but does not hold, and only a cgroup or the grader's watch of the
-    process tree (:class:`grader.engines.treewatch.TreeWatch`) caps the count."""
+    process tree (:class:`grader.engines.isolation.treewatch.TreeWatch`) caps the count."""
     resource.setrlimit(resource.RLIMIT_NPROC, (count, count))
 
 
@@ -56,7 +56,7 @@ def not_dumpable() -> None:
 
 def _filter_fd() -> int:
     """An inheritable file descriptor holding the sandbox's seccomp filter, read from its start."""
-    from grader.engines.seccomp import keyring_filter
+    from grader.engines.isolation.seccomp import keyring_filter
 
     fd = os.memfd_create("course-seccomp", 0)  # no MFD_CLOEXEC: bubblewrap reads it after exec
     os.write(fd, keyring_filter())
@@ -94,10 +94,10 @@ def main(argv: list[str]) -> None:
         elif opt == "--seccomp":
             seccomp = True
         else:
-            raise SystemExit(f"grader.engines.confine: unknown option {opt}")
+            raise SystemExit(f"grader.engines.isolation.confine: unknown option {opt}")
     cmd = argv[1:]
     if not cmd:
-        raise SystemExit("usage: python -m grader.engines.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...")
+        raise SystemExit("usage: python -m grader.engines.isolation.confine [--memory-mb N [--data-only]] [--cgroup PROCS]... [--seccomp] -- CMD...")
     if seccomp:
         cmd = [cmd[0], "--seccomp", str(_filter_fd()), *cmd[1:]]
     for procs in cgroups:  # before anything runs: every later process is counted

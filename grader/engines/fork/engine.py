@@ -1,8 +1,8 @@
 """The ``fork`` engine: each submission runs in a child forked from a warm server, under the kernel engine's rules.
 
-A server (:mod:`grader.engines.forkserver`) imports torch and the course once and is then reused
+A server (:mod:`grader.engines.fork.server`) imports torch and the course once and is then reused
 for submission after submission; each submission gets fresh children, one at a time, that
-never saw another submission. The rules are those of :mod:`grader.engines.kernel`: the same
+never saw another submission. The rules are those of :mod:`grader.engines.kernel.engine`: the same
 per-cell timeout (an interrupt, then a kill if the cell does not stop), the same memory cap,
 the same sandbox (the server runs inside it, so its children do), the same tamper guard
 asked before every test cell, and after a child dies or stays stuck a new one in which the
@@ -19,12 +19,12 @@ import time
 from nbformat import NotebookNode
 
 from grader import cells
-from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution, on_stop
-from grader.engines.forkchild import DIED, STUCK, Child
-from grader.engines.forkpool import Lease, StartError, Stopped, lease, stopped
-from grader.engines.sandbox import budget_mb
-from grader.engines.treewatch import TreeWatch
+from grader.engines.fork.child import DIED, STUCK, Child
+from grader.engines.fork.pool import Lease, StartError, Stopped, lease, stopped
+from grader.engines.isolation.budget import Budget, cgroup_mode
+from grader.engines.isolation.sandbox import budget_mb
+from grader.engines.isolation.treewatch import TreeWatch
 from grader.prepare import integrity
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class _Runner:
 
 
 def execute(nb: NotebookNode, options: ExecOptions) -> Execution:
-    """Run every code cell of ``nb`` in children of a warm server (see :func:`grader.engines.kernel.execute`).
+    """Run every code cell of ``nb`` in children of a warm server (see :func:`grader.engines.kernel.engine.execute`).
 
     Errors do not stop the run. Returns what happened; the outputs are in ``nb`` itself.
     """

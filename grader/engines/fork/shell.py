@@ -23,9 +23,9 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
-from grader.engines.confine import set_limits
-from grader.engines.quickshell import QuickCompiler, QuickTransformerManager, may_be_async
-from grader.engines.wire import MAX_STREAM, recv, send
+from grader.engines.fork.quickshell import QuickCompiler, QuickTransformerManager, may_be_async
+from grader.engines.fork.wire import MAX_STREAM, recv, send
+from grader.engines.isolation.confine import set_limits
 
 GUARD_TIMEOUT = 15  # as the kernel engine's guard probe (PROBE_TIMEOUT + 10)
 TRUNCATED = "\n[the grader kept only the first {n} characters of this output]\n"
@@ -82,7 +82,7 @@ def new_shell() -> CaptureShell:
 
     config = Config()
     config.HistoryManager.enabled = False
-    # names cells as a kernel does (``2707655447.py``); see grader.engines.quickshell
+    # names cells as a kernel does (``2707655447.py``); see grader.engines.fork.quickshell
     shell = CaptureShell.instance(config=config, compiler_class=QuickCompiler)
     shell.input_transformer_manager = QuickTransformerManager()
     return shell

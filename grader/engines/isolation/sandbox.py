@@ -8,7 +8,7 @@ What a sandboxed process gets (see :meth:`Sandbox.wrap`):
   namespace (it sees and signals nothing outside; when the sandbox ends everything in it
   dies), its own IPC, UTS and network namespaces (no network, no abstract Unix sockets of
   the host), a new session (no terminal injection), killed when the grader dies, and no
-  kernel keyrings (a seccomp filter, :mod:`grader.engines.seccomp`);
+  kernel keyrings (a seccomp filter, :mod:`grader.engines.isolation.seccomp`);
 - a root filesystem assembled from read-only binds of ``/usr`` (and the ``/bin``-style
   links to it), a few files of ``/etc``, the interpreter's prefix, the virtualenv and the
   ``course_utils`` and ``grader`` package folders -- never ``/``, the repository root or its
@@ -18,7 +18,7 @@ What a sandboxed process gets (see :meth:`Sandbox.wrap`):
 - with :class:`Budget`, a cgroup (v1 ``memory`` + ``pids`` controllers, or v2) that caps the
   memory of all its processes together -- tmpfs and shared memory included -- and their number.
 
-Processes started through :func:`wrap` first pass through :mod:`grader.engines.confine` (outside the
+Processes started through :func:`wrap` first pass through :mod:`grader.engines.isolation.confine` (outside the
 sandbox), which joins the cgroup and sets the per-process limits before ``exec``-ing bwrap.
 """
 
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from grader.engines.budget import PIDS_MAX, Budget, cgroup_mode
-from grader.engines.mounts import HOST_PROC, NEEDED_MODULES, SHM_MB, TMP_MB, needed_paths
-from grader.engines.treewatch import WATCH_INTERVAL
+from grader.engines.isolation.budget import PIDS_MAX, Budget, cgroup_mode
+from grader.engines.isolation.mounts import HOST_PROC, NEEDED_MODULES, SHM_MB, TMP_MB, needed_paths
+from grader.engines.isolation.treewatch import WATCH_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Sandbox:
         data_only: ``memory_mb`` caps private writable memory rather than address space (see
             :func:`process_cap`).
         nest: the fork engine's zygote, which makes a sandbox of its own for every server it
-            forks (see :func:`bwrap_args`, :mod:`grader.engines.zygote`).
+            forks (see :func:`bwrap_args`, :mod:`grader.engines.fork.zygote`).
     """
 
     workdir: Path
@@ -91,8 +91,8 @@ class Sandbox:
         return self.isolate and bubblewrap_works()
 
     def wrap(self, cmd: list[str]) -> list[str]:
-        """The command, wrapped in :mod:`grader.engines.confine` and, if possible, bubblewrap."""
-        launcher = [sys.executable, "-m", "grader.engines.confine"]
+        """The command, wrapped in :mod:`grader.engines.isolation.confine` and, if possible, bubblewrap."""
+        launcher = [sys.executable, "-m", "grader.engines.isolation.confine"]
         if self.memory_mb:
             launcher += ["--memory-mb", str(self.memory_mb)]
             if self.data_only:
@@ -162,9 +162,9 @@ def bwrap_args(workdir: Path, runtime_dir: Path | None = None, hide: list[Path] 
     """The bubblewrap command line (up to and including ``--``) of a sandbox.
 
     ``nest``: for the fork engine's zygote, which gives every server it forks namespaces of its
-    own (:mod:`grader.engines.zygote`): it keeps CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP
+    own (:mod:`grader.engines.fork.zygote`): it keeps CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP
     in the sandbox's user namespace (each server drops them before it serves), and gets the
-    host's /proc read-only at :data:`grader.engines.mounts.HOST_PROC`, which it covers before
+    host's /proc read-only at :data:`grader.engines.isolation.mounts.HOST_PROC`, which it covers before
     it imports anything."""
     args = [
         "bwrap",
@@ -250,7 +250,7 @@ def assume_level(level: str) -> None:
 @lru_cache(maxsize=1)
 def sandbox_level() -> str:
     """What bubblewrap can make here: ``"nested"`` (sandboxes, and a zygote's servers with
-    namespaces of their own inside one: :mod:`grader.engines.zygote`), ``"plain"`` (sandboxes
+    namespaces of their own inside one: :mod:`grader.engines.fork.zygote`), ``"plain"`` (sandboxes
     only) or ``""`` (none: it needs user namespaces). Each is probed through confine, with the
     seccomp filter every sandbox gets, by a process that finds (not imports: torch would take
     1-3 s) what a sandboxed kernel needs."""
@@ -259,12 +259,12 @@ def sandbox_level() -> str:
     if shutil.which("bwrap") is None:
         return ""
     work = tempfile.mkdtemp(prefix="course-bwrap-probe-")
-    confine = [sys.executable, "-m", "grader.engines.confine", "--seccomp", "--"]
+    confine = [sys.executable, "-m", "grader.engines.isolation.confine", "--seccomp", "--"]
     probe = f"import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in {NEEDED_MODULES!r}))"
     try:
         scratch = os.path.join(work, "s0")
         os.mkdir(scratch)
-        nested = [*confine, *bwrap_args(Path(work), nest=True), sys.executable, "-m", "grader.engines.zygote", "--probe", scratch]
+        nested = [*confine, *bwrap_args(Path(work), nest=True), sys.executable, "-m", "grader.engines.fork.zygote", "--probe", scratch]
         done = subprocess.run(nested, capture_output=True, timeout=30)
         if done.returncode == 0:
             return "nested"

@@ -1,7 +1,7 @@
 """One fork-engine child as the coordinator holds it: started from a warm server, asked to run a
 cell, interrupted, killed, let go.
 
-:mod:`grader.engines.fork` runs a submission with as many of these as it needs.
+:mod:`grader.engines.fork.engine` runs a submission with as many of these as it needs.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import signal
 import socket
 import time
 
-from grader.engines.budget import Budget
 from grader.engines.execution import ExecOptions
-from grader.engines.forkpool import Server, StartError
-from grader.engines.sandbox import process_cap
-from grader.engines.wire import recv, send
+from grader.engines.fork.pool import Server, StartError
+from grader.engines.fork.wire import recv, send
+from grader.engines.isolation.budget import Budget
+from grader.engines.isolation.sandbox import process_cap
 from grader.prepare import integrity
 
 DIED, STUCK = "died", "stuck"

@@ -1,8 +1,8 @@
 """Warm fork servers: started once per worker, each lent to one submission at a time.
 
-A server (:mod:`grader.engines.forkserver`) runs with a grading kernel's environment and
+A server (:mod:`grader.engines.fork.server`) runs with a grading kernel's environment and
 inside a sandbox, and is kept for the next submission. It is forked from the batch's zygote
-where it can be (:mod:`grader.engines.forkstart`: the servers then share one import of torch),
+where it can be (:mod:`grader.engines.fork.start`: the servers then share one import of torch),
 else started in a sandbox of its own. Servers are started from one long-lived thread (a server
 dies with the thread that started it), stopped when the process exits, and replaced when one
 dies (a submission can kill its server; the OOM killer can too).
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from grader.engines.execution import ExecOptions
-from grader.engines.forkstart import (
+from grader.engines.fork.start import (
     Server,
     StartError,
     Stopped,

@@ -7,8 +7,7 @@ import os
 import shutil
 import signal
 
-#: Folders a sandboxed server owns privately and empties after every child.
-PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
+from grader.engines.isolation.mounts import PRIVATE_DIRS
 
 
 def after_child(scratch: str, keep: set[str], private: bool) -> None:

@@ -40,7 +40,7 @@ class Budget:
     """A cgroup for one submission: memory (RAM, tmpfs and shm pages together) and process count.
 
     ``cgroup_mode()`` says whether this machine allows one. Processes join it through
-    :mod:`grader.engines.confine` (``--cgroup``) or :meth:`add`; :meth:`close` kills whatever is left
+    :mod:`grader.engines.isolation.confine` (``--cgroup``) or :meth:`add`; :meth:`close` kills whatever is left
     in it and removes it.
     """
 

@@ -1,6 +1,6 @@
 """The warm process of the ``fork`` engine: torch and the course imported once, a fresh child forked per submission.
 
-Started by :mod:`grader.engines.forkpool` as ``python -m grader.engines.forkserver --fd N SCRATCH`` with the
+Started by :mod:`grader.engines.fork.pool` as ``python -m grader.engines.fork.server --fd N SCRATCH`` with the
 stripped environment of a grading kernel (and inside the same sandbox, where the machine
 has one). ``N`` is the server's end of a socketpair only the coordinator holds the other end
 of: there is no listening socket and no path a child could connect to, unlink or fake. For
@@ -9,7 +9,7 @@ child that keeps that end (and closes the control channel), answers with the chi
 waits for it, and never reads what comes over the child's connection, so it never holds a
 submission, a gradebook handle or a solution. After a child, the server kills whatever it
 left behind and removes every file and IPC object it could have left for the next one
-(:mod:`grader.engines.forkclean`).
+(:mod:`grader.engines.fork.clean`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import socket
 import sys
 import tempfile
 
-from grader.engines import forkclean
-from grader.engines.wire import recv
+from grader.engines.fork import clean as forkclean
+from grader.engines.fork.wire import recv
 
 # what a kernel imports and runs before learner code too
 from grader.prepare.integrity import FIXED_INPUTS, PRELOAD, WARM_UP
@@ -85,7 +85,7 @@ def warm(extra: tuple[str, ...] = ()) -> object:
         print(f"forkserver: matplotlib warm-up failed: {exc}", file=sys.stderr)
     if len(os.listdir("/proc/self/task")) > 1:  # threads do not survive a fork: a child could hang
         print("forkserver: a preloaded module started a thread; set OMP_NUM_THREADS=1", file=sys.stderr)
-    from grader.engines.forkshell import new_shell
+    from grader.engines.fork.shell import new_shell
 
     return new_shell()
 
@@ -143,7 +143,7 @@ def serve(ctrl_fd: int, scratch: str, private: bool, preload: tuple[str, ...] = 
 
 def serve_children(ctrl: socket.socket, scratch: str, private: bool, shell) -> None:
     """Say ready, then fork a child per connection the coordinator sends (see :func:`serve`)."""
-    from grader.engines.mounts import needed_in_private_dirs
+    from grader.engines.isolation.mounts import needed_in_private_dirs
 
     keep = {os.path.realpath(scratch), *needed_in_private_dirs()}  # never emptied between children
     ctrl.sendall(b"R")  # ready
@@ -197,7 +197,7 @@ def _child(conn: socket.socket, home: str, shell) -> None:
         init = recv(conn)  # the coordinator sends it once the server has sent our pidfd
         if init is None:
             os._exit(0)
-        from grader.engines.forkshell import Session
+        from grader.engines.fork.shell import Session
 
         Session(conn, shell, init).serve()
     except BaseException:  # the child's own machinery broke (as a kernel can): die, loudly
@@ -214,12 +214,12 @@ def take_preload(args: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]``."""
+    """``python -m grader.engines.fork.server --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]``."""
     args, preload = take_preload(list(sys.argv[1:] if argv is None else argv))
     private, cuda = "--private-tmp" in args, "--cuda" in args
     args = [a for a in args if a not in ("--private-tmp", "--cuda")]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
-        raise SystemExit("usage: python -m grader.engines.forkserver --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]")
+        raise SystemExit("usage: python -m grader.engines.fork.server --fd N SCRATCH [--private-tmp] [--cuda] [--preload A,B]")
     serve(int(args[1]), args[2], private, preload, cuda)
 
 

@@ -1,15 +1,15 @@
 """The fork engine's first process: what a server imports, imported once, and fork servers made from it, each in namespaces of its own.
 
-Started by :mod:`grader.engines.forkpool` as ``python -m grader.engines.zygote --fd N WORKDIR
+Started by :mod:`grader.engines.fork.pool` as ``python -m grader.engines.fork.zygote --fd N WORKDIR
 [--nested] [--preload A,B]`` with a grading kernel's environment. Without ``--nested`` (no
 sandbox on this machine) a server is a plain fork of it. With ``--nested`` it runs in one
-bubblewrap sandbox (:func:`grader.engines.sandbox.bwrap_args` with ``nest=True``) that gives it
+bubblewrap sandbox (:func:`grader.engines.isolation.sandbox.bwrap_args` with ``nest=True``) that gives it
 three capabilities in the sandbox's own user namespace (never on the host) and the host's
-``/proc`` read-only at :data:`grader.engines.mounts.HOST_PROC`: the kernel lets a process mount a new ``/proc`` only
+``/proc`` read-only at :data:`grader.engines.isolation.mounts.HOST_PROC`: the kernel lets a process mount a new ``/proc`` only
 where a wholly visible one exists. Its first act is a mount namespace of its own in which a
 read-only tmpfs covers that folder, so nothing after that sees the host's processes (it has
 imported nothing of its own yet). Then it imports and warms what a server needs
-(:func:`grader.engines.forkserver.warm`) and waits.
+(:func:`grader.engines.fork.server.warm`) and waits.
 
 Each server asked for (one end of a socketpair only the coordinator holds the other end of, and
 the name of its folder) is forked, sends the coordinator a pidfd of itself, and, nested:
@@ -19,7 +19,7 @@ the name of its folder) is forked, sends the coordinator a pidfd of itself, and,
 - mounts a fresh read-only ``/proc`` (its own processes only), private ``/tmp``, ``/dev/shm``
   and ``/dev/mqueue``, hides every other server's folder, brings up its loopback;
 - drops every capability, the bounding set's included, and checks that none is left;
-- serves as any fork server does (:func:`grader.engines.forkserver.serve_children`).
+- serves as any fork server does (:func:`grader.engines.fork.server.serve_children`).
 
 So the servers of a batch share one import of torch, and nothing else: each has what a server
 in a bubblewrap sandbox of its own has, with a read-only ``/proc``, and with its own mounts held
@@ -38,7 +38,7 @@ import struct
 import sys
 import tempfile
 
-#: What covers :data:`grader.engines.mounts.HOST_PROC`, where the nested sandbox binds the host's
+#: What covers :data:`grader.engines.isolation.mounts.HOST_PROC`, where the nested sandbox binds the host's
 #: /proc (covered at once, see the module docstring).
 COVER = "/run"
 
@@ -76,7 +76,7 @@ def _unshare(flags: int) -> None:
 
 
 def cover_host_proc() -> None:
-    """A mount namespace of our own, in which nothing of :data:`grader.engines.mounts.HOST_PROC` can be seen."""
+    """A mount namespace of our own, in which nothing of :data:`grader.engines.isolation.mounts.HOST_PROC` can be seen."""
     _unshare(CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", COVER, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
@@ -85,7 +85,7 @@ def cover_host_proc() -> None:
 def isolate(scratch: str) -> None:
     """In pid 1 of a server's new namespaces: its own /proc, /tmp, /dev/shm, /dev/mqueue and
     folder, loopback up, no capability left."""
-    from grader.engines.mounts import SHM_MB, TMP_MB, needed_in_private_dirs
+    from grader.engines.isolation.mounts import SHM_MB, TMP_MB, needed_in_private_dirs
 
     quiet = MS_NOSUID | MS_NODEV
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -167,7 +167,7 @@ def _fork_server(ctrl: socket.socket, fd: int, scratch: str, nested: bool, shell
         os.close(fd)
         return
     try:
-        from grader.engines import forkserver
+        from grader.engines.fork import server as forkserver
 
         ctrl.close()  # a server holds its own channel and nothing else of the zygote's
         forkserver.become_server()  # dies with the zygote; a subreaper (which a fork does not inherit)
@@ -202,7 +202,7 @@ def run(ctrl_fd: int, workdir: str, nested: bool, preload: tuple[str, ...] = ())
     """Cover the host's /proc, import and warm once, then fork a server per request."""
     if nested:
         cover_host_proc()  # first of all
-    from grader.engines import forkserver
+    from grader.engines.fork import server as forkserver
 
     forkserver.become_server()
     shell = forkserver.warm(preload)
@@ -226,10 +226,10 @@ def run(ctrl_fd: int, workdir: str, nested: bool, preload: tuple[str, ...] = ())
 
 def probe(scratch: str) -> None:
     """Exit 0 if a nested server could be made here: what the sandbox needs can be found, and
-    :func:`isolate` works (run inside a probing sandbox, see :func:`grader.engines.sandbox.sandbox_level`)."""
+    :func:`isolate` works (run inside a probing sandbox, see :func:`grader.engines.isolation.sandbox.sandbox_level`)."""
     import importlib.util
 
-    from grader.engines.mounts import NEEDED_MODULES
+    from grader.engines.isolation.mounts import NEEDED_MODULES
 
     if not all(importlib.util.find_spec(m) for m in NEEDED_MODULES):
         sys.exit(2)
@@ -250,8 +250,8 @@ def probe(scratch: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m grader.engines.zygote --fd N WORKDIR [--nested] [--preload A,B]`` or ``--probe SCRATCH``."""
-    from grader.engines.forkserver import take_preload
+    """``python -m grader.engines.fork.zygote --fd N WORKDIR [--nested] [--preload A,B]`` or ``--probe SCRATCH``."""
+    from grader.engines.fork.server import take_preload
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 2 and args[0] == "--probe":
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     nested = "--nested" in args
     args = [a for a in args if a != "--nested"]
     if len(args) != 3 or args[0] != "--fd" or not args[1].isdigit():
-        raise SystemExit("usage: python -m grader.engines.zygote --fd N WORKDIR [--nested] [--preload A,B]")
+        raise SystemExit("usage: python -m grader.engines.fork.zygote --fd N WORKDIR [--nested] [--preload A,B]")
     run(int(args[1]), args[2], nested, preload)
 
 

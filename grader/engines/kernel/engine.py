@@ -15,13 +15,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from grader import cells
-from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import (
     PROBE_TIMEOUT,
     TIMEOUT_ENAME,
@@ -30,14 +28,10 @@ from grader.engines.execution import (
     kernel_env,
     on_stop,
 )
-from grader.engines.kernelclient import (
-    CAP_STREAMS,
-    HeartbeatlessClient,
-    SandboxedKernelManager,
-    client_class,
-)
-from grader.engines.sandbox import Sandbox, budget_mb, gpu_devices, process_cap
-from grader.engines.treewatch import TreeWatch, kill_tree
+from grader.engines.isolation.budget import Budget, cgroup_mode
+from grader.engines.isolation.sandbox import budget_mb
+from grader.engines.isolation.treewatch import TreeWatch, kill_tree
+from grader.engines.kernel.client import CAP_STREAMS, client_class, new_kernel_manager
 from grader.prepare import integrity
 
 log = logging.getLogger(__name__)
@@ -71,45 +65,7 @@ class _Runner:
         self.budget = Budget(budget_mb(options.memory_mb, options.device)) if options.isolate and cgroup_mode() else None
         self.watch: TreeWatch | None = None  # without a cgroup: the kernel's processes watched instead
         self.stopped = False  # given up as stalled (grader.execute.watchdog): no kernel is started again
-        self.client = client_class()(
-            nb,
-            timeout=options.cell_timeout,
-            startup_timeout=options.startup_timeout,
-            kernel_name="python3",
-            allow_errors=True,
-            interrupt_on_timeout=True,
-            error_on_timeout={
-                "ename": TIMEOUT_ENAME,
-                "evalue": f"the cell ran longer than {options.cell_timeout} s and was stopped",
-                "traceback": [],
-            },
-            record_timing=False,
-            # every output has arrived when the last cell is done: kill the kernel instead of
-            # waiting 0.4-3.5 s for a polite shutdown
-            shutdown_kernel="immediate",
-            resources={"metadata": {"path": self.home}},
-        )
-
-    def _new_km(self) -> SandboxedKernelManager:
-        memory_mb, data_only = process_cap(self.options.memory_mb, self.options.device)
-        km = SandboxedKernelManager(kernel_name="python3")
-        km.client_factory = HeartbeatlessClient
-        km.sandbox = Sandbox(
-            workdir=Path(self.home),
-            runtime_dir=Path(self.runtime),
-            hide=[Path(p) for p in self.options.hide],
-            memory_mb=memory_mb,
-            isolate=self.options.isolate,
-            budget=self.budget,
-            devices=gpu_devices(self.options.device),
-            data_only=data_only,
-        )
-        # IPC sockets work across the sandbox's network namespace; TCP would not.
-        km.transport = "ipc"
-        km.ip = os.path.join(self.runtime, f"k{secrets.token_hex(4)}")
-        km.connection_file = os.path.join(self.runtime, f"kernel-{secrets.token_hex(4)}.json")
-        km.kernel_spec.interrupt_mode = "message"  # signals would stop at the sandbox's init
-        return km
+        self.client = _new_client(nb, options, self.home)
 
     def _run_aside(self, source: str, timeout: int | None = None) -> NotebookNode:
         """Run code that is not part of the notebook (guard, probes, replays).
@@ -132,10 +88,7 @@ class _Runner:
         return cell
 
     def run(self) -> Execution:
-        watchdog = threading.Timer(self.options.budget_seconds() + self.options.cell_timeout + WATCHDOG_MARGIN,
-                                   self._overdue)
-        watchdog.daemon = True
-        watchdog.start()
+        watchdog = self._start_watchdog()
         on_stop(self._stop)
         try:
             return self._run()
@@ -143,6 +96,14 @@ class _Runner:
             watchdog.cancel()
             if self.budget is not None:
                 self.budget.close()  # whatever a kernel left behind dies with the submission
+
+    def _start_watchdog(self) -> threading.Timer:
+        """Past the submission's budget, a cell timeout and a margin, :meth:`_overdue` kills its kernels."""
+        watchdog = threading.Timer(self.options.budget_seconds() + self.options.cell_timeout + WATCHDOG_MARGIN,
+                                   self._overdue)
+        watchdog.daemon = True
+        watchdog.start()
+        return watchdog
 
     def _overdue(self) -> None:
         """The watchdog: the submission is far past its budget, so whatever the client waits
@@ -170,8 +131,6 @@ class _Runner:
             kill_tree(pid)  # the sandbox (bubblewrap) and all in it; without one, what the kernel started
 
     def _run(self) -> Execution:
-        from nbclient.exceptions import DeadKernelError
-
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         done: list[int] = []  # learner/demo cells that ran, replayed after a restart
         position = 0
@@ -180,45 +139,65 @@ class _Runner:
             if self.result.restarts > self.options.max_restarts or time.monotonic() > self.deadline or self.stopped:
                 self.result.not_run_from = code_cells[position]
                 break
-            self.client.km = self._new_km()
             sessions += 1
-            started = False
-            try:
-                # the kernel's own stdout and stderr are not the grader's: what learner code writes
-                # to file descriptors 1 and 2 (os.write, a subprocess) is captured into the cell by
-                # ipykernel and echoed there too, and would reach the instructor's terminal or a CI
-                # log (escape sequences, forged lines, workflow commands, gigabytes) unbounded
-                with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home,
-                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
-                    started = True
-                    self._watch_kernel()
-                    self._run_aside(integrity.install_code(self.guard), timeout=60)
-                    self._run_aside(CAP_STREAMS, timeout=60)
-                    for index in done:
-                        self._run_aside(cells.source_text(self.nb.cells[index]))
-                    position = self._run_cells(code_cells, position, done)
-            except DeadKernelError:
-                # died outside a notebook cell (guard install, replay, probe): try again
-                self.result.restarts += 1
-            except Exception as exc:
-                if not started and sessions == 1:
-                    log.warning("kernel failed to start: %s", exc)
-                    self.result.error = f"{type(exc).__name__}: {exc}"
-                    break
-                log.warning("kernel failed: %s", exc)
-                self.result.restarts += 1
-            finally:
-                if self.watch is not None:
-                    self.watch.stop()
-                    self.watch = None
-                if self.budget is not None:
-                    self.budget.kill_all()  # nothing of this kernel outlives it
+            position, go_on = self._one_kernel(code_cells, position, done, first=sessions == 1)
+            if not go_on:
+                break
         return self.result
+
+    def _one_kernel(self, code_cells: list[int], position: int, done: list[int], first: bool) -> tuple[int, bool]:
+        """One kernel: started, made ready (:meth:`_ready`), then cells run from ``position`` until the
+        end or until it must be replaced. Returns (the position to go on from, whether to go on: not
+        when the batch's first kernel cannot even start)."""
+        from nbclient.exceptions import DeadKernelError
+
+        self.client.km = new_kernel_manager(self.options, self.home, self.runtime, self.budget)
+        started = False
+        try:
+            # the kernel's own stdout and stderr are not the grader's: what learner code writes
+            # to file descriptors 1 and 2 (os.write, a subprocess) is captured into the cell by
+            # ipykernel and echoed there too, and would reach the instructor's terminal or a CI
+            # log (escape sequences, forged lines, workflow commands, gigabytes) unbounded
+            with self.client.setup_kernel(env=kernel_env(self.options, self.home), cwd=self.home,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+                started = True
+                self._ready(done)
+                position = self._run_cells(code_cells, position, done)
+        except DeadKernelError:
+            # died outside a notebook cell (guard install, replay, probe): try again
+            self.result.restarts += 1
+        except Exception as exc:
+            if not started and first:
+                log.warning("kernel failed to start: %s", exc)
+                self.result.error = f"{type(exc).__name__}: {exc}"
+                return position, False
+            log.warning("kernel failed: %s", exc)
+            self.result.restarts += 1
+        finally:
+            self._end_kernel()
+        return position, True
+
+    def _ready(self, done: list[int]) -> None:
+        """A fresh kernel made ready for the next cell: watched, the guard and the stream caps put in,
+        the learner's cells that ran before replayed."""
+        self._watch_kernel()
+        self._run_aside(integrity.install_code(self.guard), timeout=60)
+        self._run_aside(CAP_STREAMS, timeout=60)
+        for index in done:
+            self._run_aside(cells.source_text(self.nb.cells[index]))
+
+    def _end_kernel(self) -> None:
+        """Nothing of a kernel outlives it: its watch stops, its processes die."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
+        if self.budget is not None:
+            self.budget.kill_all()
 
     def _watch_kernel(self) -> None:
         """Without a cgroup: the memory and number of this kernel's processes (its sandbox's), summed
         and counted every half second, and all of them killed past the submission's budget
-        (:class:`grader.engines.treewatch.TreeWatch`); the client then sees a dead kernel."""
+        (:class:`grader.engines.isolation.treewatch.TreeWatch`); the client then sees a dead kernel."""
         pid = self._kernel_pid()
         if self.budget is None and self.options.isolate and pid is not None:
             self.watch = TreeWatch(pid, budget_mb(self.options.memory_mb, self.options.device)).start()
@@ -226,8 +205,6 @@ class _Runner:
     def _run_cells(self, code_cells: list[int], position: int, done: list[int]) -> int:
         """Run cells from ``position`` until the end or until the kernel must be replaced;
         returns the position to go on from."""
-        from nbclient.exceptions import DeadKernelError
-
         while position < len(code_cells):
             index = code_cells[position]
             left = self.deadline - time.monotonic()
@@ -238,23 +215,35 @@ class _Runner:
             cell = self.nb.cells[index]
             if cells.is_test(cell):
                 self._guard_ok(index)  # what it finds is a note for a reviewer, never a score
-            self.client.timeout = max(1, min(self.options.cell_timeout, int(left + 0.999)))
-            try:
-                self.client.execute_cell(cell, index)
-            except DeadKernelError:
-                self.result.died.append(index)
-                self.result.restarts += 1
+            ran = self._run_cell(cell, index, left)
+            if ran is None:
                 return position
-            finally:
-                self.client.timeout = self.options.cell_timeout
-            if self.client.timed_out:
-                self.result.timed_out.append(index)
-                if not self._responsive():
-                    self.result.restarts += 1
-                    return position
-            elif not cells.is_test(cell):
+            if ran and not cells.is_test(cell):
                 done.append(index)
         return position
+
+    def _run_cell(self, cell: NotebookNode, index: int, left: float) -> bool | None:
+        """Run one notebook cell within ``left`` seconds. Returns whether it ran to its end (not
+        stopped at its timeout), or None when its kernel must be replaced (it died, or stays stuck
+        after the timeout's interrupt)."""
+        from nbclient.exceptions import DeadKernelError
+
+        self.client.timeout = max(1, min(self.options.cell_timeout, int(left + 0.999)))
+        try:
+            self.client.execute_cell(cell, index)
+        except DeadKernelError:
+            self.result.died.append(index)
+            self.result.restarts += 1
+            return None
+        finally:
+            self.client.timeout = self.options.cell_timeout
+        if not self.client.timed_out:
+            return True
+        self.result.timed_out.append(index)
+        if not self._responsive():
+            self.result.restarts += 1
+            return None
+        return False
 
     def _guard_ok(self, index: int) -> bool:
         """Ask the guard whether anything the tests rely on was replaced."""
@@ -276,6 +265,29 @@ class _Runner:
         except Exception:
             return False
         return not self.client.timed_out
+
+
+def _new_client(nb: NotebookNode, options: ExecOptions, home: str):
+    """The nbclient client that runs ``nb``'s cells: it interrupts a cell past its timeout and marks
+    it, keeps going after errors, and kills a kernel at the end rather than wait for it."""
+    return client_class()(
+        nb,
+        timeout=options.cell_timeout,
+        startup_timeout=options.startup_timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        error_on_timeout={
+            "ename": TIMEOUT_ENAME,
+            "evalue": f"the cell ran longer than {options.cell_timeout} s and was stopped",
+            "traceback": [],
+        },
+        record_timing=False,
+        # every output has arrived when the last cell is done: kill the kernel instead of
+        # waiting 0.4-3.5 s for a polite shutdown
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": home}},
+    )
 
 
 def execute(nb: NotebookNode, options: ExecOptions) -> Execution:

@@ -1,9 +1,9 @@
 """What a sandboxed process is given of the host: the folders execution needs, bound read-only, and
 the sizes of its private tmpfs folders.
 
-Shared by the sandbox that builds bubblewrap's command line (:mod:`grader.engines.sandbox`), the
-zygote that gives each fork server namespaces of its own (:mod:`grader.engines.zygote`) and the
-servers themselves (:mod:`grader.engines.forkserver`), so that none of them imports another
+Shared by the sandbox that builds bubblewrap's command line (:mod:`grader.engines.isolation.sandbox`), the
+zygote that gives each fork server namespaces of its own (:mod:`grader.engines.fork.zygote`) and the
+servers themselves (:mod:`grader.engines.fork.server`), so that none of them imports another
 for it.
 """
 
@@ -17,8 +17,11 @@ TMP_MB = 512
 SHM_MB = 256
 
 #: Where the nested sandbox binds the host's /proc (the zygote covers it at once, see
-#: :mod:`grader.engines.zygote`).
+#: :mod:`grader.engines.fork.zygote`).
 HOST_PROC = "/run/course-hostproc"
+
+#: Folders a sandboxed fork server owns privately and empties after every child.
+PRIVATE_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 
 #: what a sandboxed kernel or server needs to find (the probes find them, not import them)
 NEEDED_MODULES = ("course_utils", "grader", "torch", "ipykernel")
@@ -55,6 +58,4 @@ def needed_paths() -> list[str]:
 def needed_in_private_dirs() -> list[str]:
     """The folders execution needs (:func:`needed_paths`) that lie under a
     folder a server gets a private, empty copy of (``/tmp``, ``/dev/shm``)."""
-    from grader.engines.forkclean import PRIVATE_DIRS
-
     return [p for p in needed_paths() if any(p == d or p.startswith(d + os.sep) for d in PRIVATE_DIRS)]

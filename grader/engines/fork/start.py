@@ -1,9 +1,9 @@
 """How a fork server is started: in a bubblewrap sandbox of its own, or forked from a zygote.
 
-:class:`Server` starts :mod:`grader.engines.forkserver` in a sandbox of its own: every server
+:class:`Server` starts :mod:`grader.engines.fork.server` in a sandbox of its own: every server
 imports torch and the course itself. :class:`ZygoteServer` asks the batch's :class:`Zygote`
-(:mod:`grader.engines.zygote`, which imported them once) to fork one, in namespaces of its own
-where the machine has a sandbox. Both give the pool (:mod:`grader.engines.forkpool`) the same
+(:mod:`grader.engines.fork.zygote`, which imported them once) to fork one, in namespaces of its own
+where the machine has a sandbox. Both give the pool (:mod:`grader.engines.fork.pool`) the same
 handle: ``wait_ready``, ``spawn`` a child, ``healthy``, ``alive``, ``close``.
 """
 
@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
-from grader.engines.budget import Budget, cgroup_mode
 from grader.engines.execution import ExecOptions, kernel_env
-from grader.engines.sandbox import Sandbox, bubblewrap_works, gpu_devices, sandbox_level
+from grader.engines.isolation.budget import Budget, cgroup_mode
+from grader.engines.isolation.sandbox import Sandbox, bubblewrap_works, gpu_devices, sandbox_level
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class Server(_Started):
         private = options.isolate and bubblewrap_works()
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.log_path = os.path.join(self.root, "server.log")
-        self.proc = _start(sandbox, options, "grader.engines.forkserver", theirs, self.scratch, self.log_path,
+        self.proc = _start(sandbox, options, "grader.engines.fork.server", theirs, self.scratch, self.log_path,
                            [*(["--private-tmp"] if private else []), *(["--cuda"] if options.device == "cuda" else [])])
         self.startup_timeout = options.startup_timeout
         self.ready = False
@@ -249,7 +249,7 @@ class Zygote(_Started):
                           memory_mb=None, isolate=options.isolate, budget=self.budget, nest=True)
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one message a request
         self.log_path = os.path.join(self.root, "zygote.log")
-        self.proc = _start(sandbox, options, "grader.engines.zygote", theirs, self.workdir, self.log_path,
+        self.proc = _start(sandbox, options, "grader.engines.fork.zygote", theirs, self.workdir, self.log_path,
                            ["--nested"] if self.nested else [])
         self.lock = threading.Lock()
         self.broken = False  # a server of it failed to start: the next ones get sandboxes of their own

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 
-from grader.engines.budget import PIDS_MAX, kill_until_gone
+from grader.engines.isolation.budget import PIDS_MAX, kill_until_gone
 
 log = logging.getLogger(__name__)
 

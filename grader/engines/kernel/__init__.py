@@ -1,0 +1,1 @@
+"""The ``kernel`` engine, the reference: fresh, confined Jupyter kernels per submission."""
