@@ -63,7 +63,8 @@ def check_submissions(submissions: Path, sources: dict[str, Path], chapter: str 
         SubmissionError: a file that is not a zip, or a zip whose chapter cannot be told.
         NothingToGrade: a folder with no notebook laid out to grade, a zip with no notebook.
     """
-    from grader.intake.submissions import discover, lms_zip_chapter
+    from grader.intake.lms import lms_zip_chapter
+    from grader.intake.submissions import discover
 
     expected = {c: p.name for c, p in sources.items()}
     if submissions.is_dir():
@@ -179,12 +180,13 @@ def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapt
     if force or not any(ws.results.glob("*/*.json")):
         return WORK
     from grader.engines.execution import ExecOptions
-    from grader.intake.submissions import discover, extract_lms_zip
+    from grader.intake.lms import extract_lms_zip
+    from grader.intake.submissions import discover
     from grader.record import results as record
     from grader.record.fingerprints import remembered_options, result_key
 
     expected = {c: p.name for c, p in sources.items()}
-    with _quiet("grader.intake.submissions"):
+    with _quiet("grader.intake.submissions"), _quiet("grader.intake.lms"):
         if submissions.is_file():
             unpacked = ws.intake(submissions)
             shutil.rmtree(unpacked, ignore_errors=True)

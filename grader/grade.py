@@ -28,7 +28,8 @@ from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
 from grader.execute import dispatch
 from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
-from grader.intake.submissions import Submission, discover, extract_lms_zip
+from grader.intake.lms import extract_lms_zip
+from grader.intake.submissions import Submission, discover
 from grader.intake.workspace import Workspace, check_options, describe_change
 from grader.prepare.integrity import Finding
 from grader.prepare.release import build_release, check_regions
@@ -95,7 +96,7 @@ def main(
 
     Args:
         submissions: folder laid out ``<student>/<chapter>/<notebook>.ipynb``, or a zip
-            downloaded from Canvas or Moodle (see :func:`grader.intake.submissions.extract_lms_zip`).
+            downloaded from Canvas or Moodle (see :func:`grader.intake.lms.extract_lms_zip`).
         workdir: the grading workspace (gradebook, autograded/, results/, feedback/).
         db_url: SQLAlchemy URL of the gradebook; ``sqlite:///<workdir>/gradebook.db`` by default.
         jobs: submissions executed at once (default: the number of CPUs).

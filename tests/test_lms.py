@@ -12,7 +12,8 @@ import pytest
 
 from grader import grade, samples
 from grader.intake import ids
-from grader.intake.submissions import SKIPPED, SUPERSEDED, _name, discover, extract_lms_zip
+from grader.intake.lms import extract_lms_zip, member_name
+from grader.intake.submissions import SKIPPED, SUPERSEDED, discover
 from grader.record import export
 
 CH = "01_tensors"
@@ -79,7 +80,7 @@ def test_every_file_not_graded_is_a_row_with_its_reason(tmp_path):
                     "__MACOSX/._doejane_22222_1_tensors.ipynb": "x"}, tmp_path, chapter=CH)
     shown = [(r.student, r.status, r.problem) for r in rows if r.path is None]
     assert shown == [
-        ("-", SKIPPED, "README.txt skipped: not named as Canvas or Moodle name submissions"),
+        ("-", SKIPPED, "README.txt skipped: not named as Canvas names submissions"),
         ("canvas-22222", SKIPPED, "dtypes.ipynb skipped: the notebook of 02_dtypes, not of this chapter "
                                   "(tensors.ipynb is graded)"),
         ("canvas-22222", SKIPPED, "notes.txt skipped: not a notebook"),
@@ -105,7 +106,7 @@ def test_a_moodle_student_is_keyed_by_participant_id_and_keeps_the_name(tmp_path
 
 def test_a_name_zipped_without_the_utf8_flag_is_read_as_utf8():
     member = types.SimpleNamespace(flag_bits=0, filename="José_1_assignsubmission_file_/t.ipynb".encode().decode("cp437"))
-    assert _name(member) == "José_1_assignsubmission_file_/t.ipynb"
+    assert member_name(member) == "José_1_assignsubmission_file_/t.ipynb"
 
 
 # --- folders ----------------------------------------------------------------------------

@@ -256,7 +256,7 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
         wanted = min(wanted, max(1, len(waiting)))
         chapters = {s.chapter for s in waiting}
     else:  # a zip: the chapter named, or the one its file names tell (as grading will guess it)
-        from grader.intake.submissions import lms_zip_chapter
+        from grader.intake.lms import lms_zip_chapter
 
         guessed = chapter or lms_zip_chapter(submissions, {c: p.name for c, p in sources.items()})
         chapters = {guessed} if guessed else set()
