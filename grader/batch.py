@@ -41,6 +41,54 @@ def check_chapter(chapter: str | None, known: list[str] | dict) -> None:
                           hint=f"chapters are {', '.join(sorted(known)) or 'none'}")
 
 
+def refuse_contradicting_chapter(chapter: str | None, found: list, sources: dict[str, Path]) -> None:
+    """Refuse a ``--chapter`` that the notebooks given say they are not: more of them recognised
+    (by their exercises' cells) as another chapter than as the one given.
+
+    Raises:
+        OptionError: naming the chapter the notebooks are, before anything is graded or recorded.
+    """
+    if chapter is None:
+        return
+    import json
+    from collections import Counter
+
+    import nbformat
+
+    from grader import cells
+
+    def exercises(nb: dict) -> set[str]:
+        got = set()
+        for cell in nb.get("cells") or []:
+            try:
+                node = nbformat.from_dict(cell)
+                got |= {cells.grade_id(node) or ""} | {(cells.marker(node) or ("", ""))[1]}
+            except Exception:  # noqa: BLE001 -- a malformed cell is the submission's status, later
+                continue
+        return got - {""}
+
+    known = {c: exercises(nbformat.read(str(p), as_version=4)) for c, p in sources.items()}
+    counts: Counter[str] = Counter()
+    for sub in found:
+        if sub.path is None:
+            continue
+        try:
+            nb = json.loads(sub.path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        theirs = exercises(nb) if isinstance(nb, dict) else set()
+        if theirs & known.get(chapter, set()):
+            counts[chapter] += 1
+        else:
+            counts.update(c for c, ids in known.items() if ids & theirs)
+    other, most = max(((c, n) for c, n in counts.items() if c != chapter), key=lambda cn: cn[1], default=(None, 0))
+    if other is not None and most > counts[chapter]:
+        read = sum(counts.values())
+        raise OptionError(f"--chapter {chapter}: {most} of the {read} notebook(s) recognised are chapter {other}'s, "
+                          f"{counts[chapter]} this chapter's; nothing was graded",
+                          hint=f"give --chapter {other}, or leave --chapter out to tell it from the file names")
+
+
 def nothing_to_grade(found: list, where: Path, chapters: list[str] | dict) -> NothingToGrade | None:
     """The refusal of a batch whose submissions (``found``, :func:`grader.intake.submissions.discover`'s rows)
     hold no notebook to grade; None when one does."""

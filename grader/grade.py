@@ -254,6 +254,7 @@ def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter:
         unpacked = ws.intake(submissions)
         shutil.rmtree(unpacked, ignore_errors=True)
         found = extract_lms_zip(submissions, unpacked, expected, chapter)
+        batch.refuse_contradicting_chapter(chapter, found, sources)
         submissions = unpacked
     else:
         found = discover(submissions, expected)
