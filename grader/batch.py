@@ -41,6 +41,35 @@ def check_chapter(chapter: str | None, known: list[str] | dict) -> None:
                           hint=f"chapters are {', '.join(sorted(known)) or 'none'}")
 
 
+def check_device(device: str) -> None:
+    """Refuse ``--device cuda`` where no CUDA device can be used: grading would run on the CPU
+    while the workspace records "cuda". Asked of torch in a process of its own (this one must
+    not start the CUDA driver before the fork servers fork), with NVML's check.
+
+    Raises:
+        OptionError: one line saying why, and that the CPU is the default.
+    """
+    if device != "cuda":
+        return
+    import subprocess
+    import sys
+
+    from grader.engines.sandbox import gpu_devices
+
+    hint = "grade with --device cpu (the default), or on a machine with a GPU and a CUDA build of torch"
+    if not gpu_devices(device):
+        raise OptionError("--device cuda: this machine has no CUDA device (no /dev/nvidia* node)", hint=hint)
+    probe = "import torch; print(torch.cuda.is_available(), torch.version.cuda)"
+    try:
+        said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}).stdout.split()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise OptionError(f"--device cuda: cannot ask torch whether CUDA works ({type(exc).__name__})", hint=hint) from None
+    if said[:1] != ["True"]:
+        why = "torch here is built without CUDA" if said[1:2] == ["None"] else "torch sees no usable CUDA device"
+        raise OptionError(f"--device cuda: {why}", hint=hint)
+
+
 def refuse_contradicting_chapter(chapter: str | None, found: list, sources: dict[str, Path]) -> None:
     """Refuse a ``--chapter`` that the notebooks given say they are not: more of them recognised
     (by their exercises' cells) as another chapter than as the one given.

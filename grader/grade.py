@@ -63,6 +63,7 @@ def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[...
         if given["engine"] not in ENGINES:
             raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
         batch.check_chapter(given["chapter"], project.sources(given["solutions_dir"]))  # a folder or a zip alike
+        batch.check_device(given["device"])
         workdir = Path(given["workdir"])
         with batch.held(workdir), batch.batch_log(workdir):  # refused before anything was written: no workspace left
             try:

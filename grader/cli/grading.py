@@ -138,6 +138,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     # Every refusal before anything starts: the options, the chapter, the submissions, the gradebook
     # (none of these touches the workspace), then the lock, the workspace, recorded results.
     check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
+    batch.check_device(device)
     sources = project.sources(solutions)
     batch.check_chapter(chapter, sources)
     found = batch.check_submissions(submissions, sources, chapter)
