@@ -41,7 +41,8 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "commands": ("the course CLI; grade.py strings the stages together", (
         "grade", "batch", "samples", "hygiene", "cli.app", "cli.base", "cli.grading", "cli.results")),
     "intake": ("submissions, LMS zips, ids, the workspace", (
-        "intake.submissions", "intake.ids", "intake.workspace", "intake.interop")),
+        "intake.submissions", "intake.lms", "intake.lms_names", "intake.ids", "intake.workspace",
+        "intake.interop")),
     "prepare": ("the release; read, sanitise, put the grader's tests in", (
         "prepare.submission", "prepare.parameters", "prepare.preprocessors",
         "prepare.pipeline", "prepare.integrity", "prepare.release")),
@@ -55,10 +56,10 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.isolation.seccomp", "engines.isolation.budget", "engines.isolation.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
-        "verdict.reference", "verdict.rules", "verdict.hints", "verdict.library_messages")),
+        "verdict.reference", "verdict.fixed", "verdict.rules", "verdict.hints", "verdict.library_messages")),
     "record": ("the gradebook, result files, CSV exports", (
         "record.results", "record.scores", "record.gradebook", "record.fingerprints", "record.review",
-        "record.export")),
+        "record.export", "record.lms_export", "record.csv_spans")),
     "pages": ("feedback pages and the class report", (
         "pages.feedback", "pages.markup", "pages.report", "pages.report_html", "pages.report_tables",
         "pages.report_plot")),

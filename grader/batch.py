@@ -41,6 +41,83 @@ def check_chapter(chapter: str | None, known: list[str] | dict) -> None:
                           hint=f"chapters are {', '.join(sorted(known)) or 'none'}")
 
 
+def check_device(device: str) -> None:
+    """Refuse ``--device cuda`` where no CUDA device can be used: grading would run on the CPU
+    while the workspace records "cuda". Asked of torch in a process of its own (this one must
+    not start the CUDA driver before the fork servers fork), with NVML's check.
+
+    Raises:
+        OptionError: one line saying why, and that the CPU is the default.
+    """
+    if device != "cuda":
+        return
+    import subprocess
+    import sys
+
+    from grader.engines.isolation.sandbox import gpu_devices
+
+    hint = "grade with --device cpu (the default), or on a machine with a GPU and a CUDA build of torch"
+    if not gpu_devices(device):
+        raise OptionError("--device cuda: this machine has no CUDA device (no /dev/nvidia* node)", hint=hint)
+    probe = "import torch; print(torch.cuda.is_available(), torch.version.cuda)"
+    try:
+        said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}).stdout.split()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise OptionError(f"--device cuda: cannot ask torch whether CUDA works ({type(exc).__name__})", hint=hint) from None
+    if said[:1] != ["True"]:
+        why = "torch here is built without CUDA" if said[1:2] == ["None"] else "torch sees no usable CUDA device"
+        raise OptionError(f"--device cuda: {why}", hint=hint)
+
+
+def refuse_contradicting_chapter(chapter: str | None, found: list, sources: dict[str, Path]) -> None:
+    """Refuse a ``--chapter`` that the notebooks given say they are not: more of them recognised
+    (by their exercises' cells) as another chapter than as the one given.
+
+    Raises:
+        OptionError: naming the chapter the notebooks are, before anything is graded or recorded.
+    """
+    if chapter is None:
+        return
+    import json
+    from collections import Counter
+
+    import nbformat
+
+    from grader import cells
+
+    def exercises(nb: dict) -> set[str]:
+        got = set()
+        for cell in nb.get("cells") or []:
+            try:
+                node = nbformat.from_dict(cell)
+                got |= {cells.grade_id(node) or ""} | {(cells.marker(node) or ("", ""))[1]}
+            except Exception:  # noqa: BLE001 -- a malformed cell is the submission's status, later
+                continue
+        return got - {""}
+
+    known = {c: exercises(nbformat.read(str(p), as_version=4)) for c, p in sources.items()}
+    counts: Counter[str] = Counter()
+    for sub in found:
+        if sub.path is None:
+            continue
+        try:
+            nb = json.loads(sub.path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        theirs = exercises(nb) if isinstance(nb, dict) else set()
+        if theirs & known.get(chapter, set()):
+            counts[chapter] += 1
+        else:
+            counts.update(c for c, ids in known.items() if ids & theirs)
+    other, most = max(((c, n) for c, n in counts.items() if c != chapter), key=lambda cn: cn[1], default=(None, 0))
+    if other is not None and most > counts[chapter]:
+        read = sum(counts.values())
+        raise OptionError(f"--chapter {chapter}: {most} of the {read} notebook(s) recognised are chapter {other}'s, "
+                          f"{counts[chapter]} this chapter's; nothing was graded",
+                          hint=f"give --chapter {other}, or leave --chapter out to tell it from the file names")
+
+
 def nothing_to_grade(found: list, where: Path, chapters: list[str] | dict) -> NothingToGrade | None:
     """The refusal of a batch whose submissions (``found``, :func:`grader.intake.submissions.discover`'s rows)
     hold no notebook to grade; None when one does."""
@@ -63,7 +140,8 @@ def check_submissions(submissions: Path, sources: dict[str, Path], chapter: str 
         SubmissionError: a file that is not a zip, or a zip whose chapter cannot be told.
         NothingToGrade: a folder with no notebook laid out to grade, a zip with no notebook.
     """
-    from grader.intake.submissions import discover, lms_zip_chapter
+    from grader.intake.lms import lms_zip_chapter
+    from grader.intake.submissions import discover
 
     expected = {c: p.name for c, p in sources.items()}
     if submissions.is_dir():
@@ -179,12 +257,13 @@ def pending(ws: Workspace, submissions: Path, sources: dict[str, Path], *, chapt
     if force or not any(ws.results.glob("*/*.json")):
         return WORK
     from grader.engines.execution import ExecOptions
-    from grader.intake.submissions import discover, extract_lms_zip
+    from grader.intake.lms import extract_lms_zip
+    from grader.intake.submissions import discover
     from grader.record import results as record
     from grader.record.fingerprints import remembered_options, result_key
 
     expected = {c: p.name for c, p in sources.items()}
-    with _quiet("grader.intake.submissions"):
+    with _quiet("grader.intake.submissions"), _quiet("grader.intake.lms"):
         if submissions.is_file():
             unpacked = ws.intake(submissions)
             shutil.rmtree(unpacked, ignore_errors=True)

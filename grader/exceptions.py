@@ -48,6 +48,11 @@ class OptionError(CourseError):
     """A grading option is out of range, or would re-grade recorded results without ``--force``."""
 
 
+class LmsFileError(CourseError):
+    """An LMS's own file (a Canvas gradebook, a Moodle grading worksheet) the grader cannot fill: not
+    CSV as its LMS writes it, or the column to fill is not there, or not one."""
+
+
 class GradebookError(CourseError):
     """The gradebook's URL is malformed, its database unreachable, or its password unknown."""
 

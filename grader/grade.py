@@ -29,8 +29,9 @@ from grader.engines.execution import NOT_GRADING, ExecOptions
 from grader.exceptions import Interrupted, OptionError
 from grader.execute import dispatch
 from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
-from grader.intake.submissions import Submission, discover, extract_lms_zip
-from grader.intake.workspace import Workspace, check_options
+from grader.intake.lms import extract_lms_zip
+from grader.intake.submissions import Submission, discover
+from grader.intake.workspace import Workspace, check_options, describe_change
 from grader.prepare.integrity import Finding
 from grader.prepare.release import build_release, check_regions
 from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission
@@ -57,6 +58,7 @@ def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[...
         if given["engine"] not in ENGINES:
             raise OptionError(f"--engine {given['engine']!r} is not an engine", hint=f"use one of {', '.join(ENGINES)}")
         batch.check_chapter(given["chapter"], project.sources(given["solutions_dir"]))  # a folder or a zip alike
+        batch.check_device(given["device"])
         workdir = Path(given["workdir"])
         with batch.held(workdir), batch.batch_log(workdir):  # refused before anything was written: no workspace left
             try:
@@ -90,7 +92,7 @@ def main(
 
     Args:
         submissions: folder laid out ``<student>/<chapter>/<notebook>.ipynb``, or a zip
-            downloaded from Canvas or Moodle (see :func:`grader.intake.submissions.extract_lms_zip`).
+            downloaded from Canvas or Moodle (see :func:`grader.intake.lms.extract_lms_zip`).
         workdir: the grading workspace (gradebook, autograded/, results/, feedback/).
         db_url: SQLAlchemy URL of the gradebook; ``sqlite:///<workdir>/gradebook.db`` by default.
         jobs: submissions executed at once (default: the number of CPUs).
@@ -287,6 +289,7 @@ def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter:
         unpacked = ws.intake(submissions)
         shutil.rmtree(unpacked, ignore_errors=True)
         found = extract_lms_zip(submissions, unpacked, expected, chapter)
+        batch.refuse_contradicting_chapter(chapter, found, sources)
         submissions = unpacked
     else:
         found = discover(submissions, expected)

@@ -185,3 +185,21 @@ def test_a_read_only_sqlite_workspace_is_a_permission_problem_not_a_database_ser
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert "cannot write to the workspace (Read-only file system" in line, line
     assert "host, port" not in line and "server" not in line
+
+
+def test_device_cuda_without_cuda_is_refused_in_one_line(subs, tmp_path, servers, monkeypatch):
+    from grader.engines.isolation import sandbox
+
+    monkeypatch.setattr(sandbox, "gpu_devices", lambda device: ())
+    result = course("grade", subs, "--device", "cuda", "--workdir", tmp_path / "w", "--solutions", MINI)
+    assert result.exit_code == 2, result.output
+    assert "--device cuda: this machine has no CUDA device" in error_line(result)
+    assert servers == [] and not (tmp_path / "w").exists()
+
+
+def test_a_command_without_workdir_says_which_workspace_it_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in ("export", "feedback", "report"):
+        result = course(command)
+        assert f"reading the workspace {tmp_path / 'course-work'} (no --workdir given)" in result.stderr, command
+        assert result.exit_code == 2  # and it was never graded: one error line says so

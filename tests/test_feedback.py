@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import time
@@ -148,3 +149,20 @@ def test_a_reasons_hint_is_on_a_line_of_its_own_and_escaped():
     assert cell == ("f(x) is &lt;b&gt;1&lt;/b&gt; but expected 2.<br><span class=\"hint\"><strong>What to try:</strong>"
                     " compare &lt;i&gt;by hand&lt;/i&gt;.</span>")
     assert _why("not answered yet", html_text) == "not answered yet"
+
+
+@pytest.mark.parametrize("status", ["graded", "unreadable", "missing", "wrong chapter"])
+def test_a_learners_page_is_headed_with_their_name_and_a_status_in_their_words(status):
+    notes = "graded tensors-1.ipynb (the latest of 2 uploads, expected tensors.ipynb); not graded: tensors.ipynb"
+    mine = {"student": "canvas-1003", "name": "<b>Zoë</b>" + "x" * 200, "chapter": "01_tensors", "status": status,
+            "score": 100.0 if status == "graded" else 0.0, "max_score": 100.0, "message": notes, "tests": [],
+            "file": "tensors-1.ipynb", "superseded": ["tensors.ipynb"], "late": True}
+    head = feedback.summary_html(mine)
+    assert "<h1>Feedback — 01_tensors — &lt;b&gt;Zoë&lt;/b&gt;xxx" in head and "canvas-1003" not in head
+    assert len(feedback.title(mine)) < 120, "a name is capped"
+    assert "not graded" not in head and "expected tensors.ipynb" not in head, "no instructor's note"
+    assert "Handed in late." in head
+    if status == "graded":
+        assert "Score: 100 / 100</p>" in head and "Graded: tensors-1.ipynb (your latest upload)." in head
+    else:
+        assert html.escape(feedback.STATUS_WORDS[status]) in head and "Graded:" not in head

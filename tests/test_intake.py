@@ -1,4 +1,4 @@
-"""grader.intake.submissions: folders and LMS downloads become <student>/<chapter>/<notebook> submissions."""
+"""grader.intake.lms: LMS downloads become <student>/<chapter>/<notebook> submissions."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import zipfile
 import pytest
 
 from grader.exceptions import SubmissionError
-from grader.intake.ids import LmsFile
-from grader.intake.submissions import SKIPPED, extract_lms_zip, lms_zip_chapter, parse_lms_name
+from grader.intake.lms import extract_lms_zip, lms_zip_chapter
+from grader.intake.lms_names import LmsFile, parse_lms_name
+from grader.intake.submissions import SKIPPED
 
 EXPECTED = {"01_tensors": "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
 
@@ -58,7 +59,7 @@ def test_a_canvas_zip_unpacks_per_student_and_skips_what_it_must(tmp_path):
                for s in rows if s.path is None}
     assert skipped == {"notes.txt": ("canvas-3", SKIPPED, "not a notebook"),
                        "../evil_5_6_tensors.ipynb": ("-", SKIPPED, "unsafe path"),
-                       "README.txt": ("-", SKIPPED, "not named as Canvas or Moodle name submissions")}
+                       "README.txt": ("-", SKIPPED, "not named as Canvas names submissions")}
 
 
 def test_a_moodle_zip_with_folders_unpacks(tmp_path):

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import types
 import zipfile
 
 import pytest
+from click.testing import CliRunner
 
 from grader import grade, samples
+from grader.cli.app import cli
 from grader.intake import ids
-from grader.intake.submissions import SKIPPED, SUPERSEDED, _name, discover, extract_lms_zip
-from grader.record import export
+from grader.intake.lms import extract_lms_zip, member_name
+from grader.intake.submissions import SKIPPED, SUPERSEDED, discover
 
 CH = "01_tensors"
 EXPECTED = {CH: "tensors.ipynb", "02_dtypes": "dtypes.ipynb"}
@@ -79,7 +82,7 @@ def test_every_file_not_graded_is_a_row_with_its_reason(tmp_path):
                     "__MACOSX/._doejane_22222_1_tensors.ipynb": "x"}, tmp_path, chapter=CH)
     shown = [(r.student, r.status, r.problem) for r in rows if r.path is None]
     assert shown == [
-        ("-", SKIPPED, "README.txt skipped: not named as Canvas or Moodle name submissions"),
+        ("-", SKIPPED, "README.txt skipped: not named as Canvas names submissions"),
         ("canvas-22222", SKIPPED, "dtypes.ipynb skipped: the notebook of 02_dtypes, not of this chapter "
                                   "(tensors.ipynb is graded)"),
         ("canvas-22222", SKIPPED, "notes.txt skipped: not a notebook"),
@@ -105,7 +108,7 @@ def test_a_moodle_student_is_keyed_by_participant_id_and_keeps_the_name(tmp_path
 
 def test_a_name_zipped_without_the_utf8_flag_is_read_as_utf8():
     member = types.SimpleNamespace(flag_bits=0, filename="José_1_assignsubmission_file_/t.ipynb".encode().decode("cp437"))
-    assert _name(member) == "José_1_assignsubmission_file_/t.ipynb"
+    assert member_name(member) == "José_1_assignsubmission_file_/t.ipynb"
 
 
 # --- folders ----------------------------------------------------------------------------
@@ -144,6 +147,26 @@ def test_a_hidden_folder_is_a_status_line_and_system_folders_are_none(tmp_path):
 
 # --- end to end -------------------------------------------------------------------------
 
+def timed_zip(path, members: dict):
+    """``members``: name -> (data, the member's time, as Moodle keeps the upload's)."""
+    with zipfile.ZipFile(path, "w") as z:
+        for name, (data, when) in members.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=when), data)
+    return path
+
+
+EARLY, LATER = (2026, 11, 20, 9, 0, 0), (2026, 11, 21, 9, 0, 0)
+CANVAS_GRADEBOOK = ("Student,ID,SIS User ID,SIS Login ID,Section,Quiz 1 (23),Tensors (1234),Current Score\n"
+                    "    Points Possible,,,,,10.00,100.00,\n"
+                    '"Smith, John",11111,,jsmith,XC 101,8.00,,80.00\n'
+                    '"Doe, Jane",22222,,jdoe,XC 101,7.00,,70.00\n'
+                    '"Nobody, Here",44444,,nobody,XC 101,,5.00,\n')
+MOODLE_WORKSHEET = ('Identifier,"Full name","Email address",Status,Grade,"Maximum Grade","Grade can be changed",'
+                    '"Last modified (submission)","Last modified (grade)","Feedback comments"\r\n'
+                    'Participant 23456,"José Núñez",j@example.org,"Submitted for grading",,100.00,Yes,-,-,\r\n'
+                    'Participant 34567,"Ann Lee",a@example.org,"Submitted for grading",,100.00,Yes,-,-,\r\n')
+
+
 @pytest.mark.slow
 def test_a_canvas_and_a_moodle_zip_grade_one_row_per_student_with_the_latest_file(tmp_path):
     canvas = make_zip(tmp_path / "canvas.zip", {
@@ -153,33 +176,54 @@ def test_a_canvas_and_a_moodle_zip_grade_one_row_per_student_with_the_latest_fil
         "doejane_22222_502_tensors.ipynb": UNTOUCHED,
         "doejane_22222_504_notes.txt": "my notes",
     })
-    moodle = make_zip(tmp_path / "moodle.zip", {
-        "José Núñez_23456_assignsubmission_file_/tensors.ipynb": SOLVED,
-        "José Núñez_23456_assignsubmission_onlinetext_/onlinetext.html": "<p>done</p>",
-        "Ann Lee_34567_assignsubmission_file_/tensors.ipynb": UNTOUCHED,
+    moodle = timed_zip(tmp_path / "moodle.zip", {
+        "José Núñez_23456_assignsubmission_file_/tensors.ipynb": (SOLVED, EARLY),
+        "José Núñez_23456_assignsubmission_onlinetext_/onlinetext.html": ("<p>done</p>", EARLY),
+        "Ann Lee_34567_assignsubmission_file_/tensors.ipynb": (UNTOUCHED, EARLY),
+        "Ann Lee_34567_assignsubmission_file_/tensors (1).ipynb": (SOLVED, LATER),
+        "Eve_23456_assignsubmission_file_ M_56789_assignsubmission_file_/tensors.ipynb": (UNTOUCHED, LATER),
     })
     work = tmp_path / "work"
     reports = [r for zp in (canvas, moodle) for r in grade.main(zp, work, jobs=2, engine="fork", cell_timeout=20)]
     students = {r.student: r for r in reports if r.status not in (SKIPPED, SUPERSEDED)}
     assert sorted(r.student for r in reports if r.status not in (SKIPPED, SUPERSEDED)) == sorted(students), "one row each"
-    assert {s: r.status for s, r in students.items()} == dict.fromkeys(
-        ["canvas-11111", "canvas-22222", "canvas-33333", "moodle-23456", "moodle-34567"], "graded")
     full = students["canvas-11111"].max_score
     assert full > 0
-    assert {s: r.score for s, r in students.items()} == {"canvas-11111": full, "canvas-22222": full, "canvas-33333": 0,
-                                                         "moodle-23456": full, "moodle-34567": 0}
+    assert {s: (r.status, r.score) for s, r in students.items()} == {
+        "canvas-11111": ("graded", full), "canvas-22222": ("graded", full), "canvas-33333": ("graded", 0),
+        "moodle-23456": ("graded", full), "moodle-34567": ("graded", full), "moodle-56789": ("graded", 0)}, \
+        "the victim keeps their own notebook; Ann's later copy is graded"
     assert students["canvas-22222"].late and not students["canvas-11111"].late
     assert sorted((r.student, r.status) for r in reports if r.status in (SKIPPED, SUPERSEDED)) == [
-        ("canvas-22222", SKIPPED), ("canvas-22222", SUPERSEDED), ("moodle-23456", SKIPPED)]
-    db_url = grade.Workspace(work).default_db_url()
-    with export.write_grades_csv(db_url, work / "grades.csv", workdir=work).open(encoding="utf-8") as fh:
+        ("canvas-22222", SKIPPED), ("canvas-22222", SUPERSEDED), ("moodle-23456", SKIPPED),
+        ("moodle-34567", SUPERSEDED)]
+    result = CliRunner().invoke(cli, ["export", "--workdir", str(work), "--out", str(work / "grades.csv")])
+    assert result.exit_code == 0, result.output
+    with (work / "grades.csv").open(encoding="utf-8") as fh:
         rows = {r["student_id"]: r for r in csv.DictReader(fh)}
     assert {s: r["student_name"] for s, r in rows.items()} == {
         "canvas-11111": "smithjohn", "canvas-22222": "doejane", "canvas-33333": "smithjohn",
-        "moodle-23456": "José Núñez", "moodle-34567": "Ann Lee"}
+        "moodle-23456": "José Núñez", "moodle-34567": "Ann Lee", "moodle-56789": "Eve_23456_assignsubmission_file_ M"}
     assert rows["canvas-22222"]["late"] == CH and float(rows["canvas-22222"][CH]) == full
-    with export.write_results_csv(work, db_url, work / "results.csv").open(encoding="utf-8") as fh:
+    assert rows["moodle-34567"]["files"] == f"{CH}: tensors (1).ipynb (superseded: tensors.ipynb)"
+    assert rows["canvas-22222"]["files"] == f"{CH}: tensors-1.ipynb (superseded: tensors.ipynb)"
+    report = (work / "report" / "report.md")
+    assert CliRunner().invoke(cli, ["report", "--workdir", str(work)]).exit_code == 0
+    assert f"| Ann Lee (moodle-34567) | {CH} | tensors (1).ipynb | tensors.ipynb |" in report.read_text()
+    with (work / "results.csv").open(encoding="utf-8") as fh:
         results = list(csv.DictReader(fh))
     assert {r["student"] for r in results} == set(rows)
-    assert sorted((r["student"], r["submission"]) for r in results if not r["test"]) == [
-        ("canvas-22222", SKIPPED), ("canvas-22222", SUPERSEDED), ("moodle-23456", SKIPPED)], "every file not graded is a row"
+
+    (tmp_path / "gradebook.csv").write_text(CANVAS_GRADEBOOK)
+    (tmp_path / "worksheet.csv").write_bytes(MOODLE_WORKSHEET.encode())
+    for lms, src in (("canvas", "gradebook.csv"), ("moodle", "worksheet.csv")):
+        result = CliRunner().invoke(cli, ["export", "--workdir", str(work), f"--{lms}", str(tmp_path / src)]
+                                    + (["--column", "Tensors"] if lms == "canvas" else []))
+        assert result.exit_code == 0, result.output
+    canvas_out = list(csv.reader((work / f"canvas-{CH}.csv").open(encoding="utf-8", newline="")))
+    canvas_in = list(csv.reader(io.StringIO(CANVAS_GRADEBOOK)))
+    want = {(2, 6): f"{full:g}", (3, 6): f"{full:g}"}  # Smith (11111) and Doe (22222); Nobody untouched
+    assert [(r, c, v) for r, row in enumerate(canvas_out) for c, v in enumerate(row) if v != canvas_in[r][c]] == [
+        (r, c, v) for (r, c), v in want.items()]
+    moodle_out = (work / f"moodle-{CH}.csv").read_bytes().decode()
+    assert moodle_out == MOODLE_WORKSHEET.replace("grading\",,", f"grading\",{full:.2f},"), "CRLF and the rest kept"

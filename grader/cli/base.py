@@ -137,6 +137,12 @@ def workdir_option(help: str, **kwargs):
                         show_default=True, help=help, **kwargs)
 
 
+def say_workspace(ctx: click.Context, workdir: Path) -> None:
+    """Say which workspace a command reads when ``--workdir`` was left out (the default's, maybe a demo's)."""
+    if ctx.get_parameter_source("workdir") is click.core.ParameterSource.DEFAULT:
+        click.echo(f"reading the workspace {workdir.absolute()} (no --workdir given)", err=True)
+
+
 #: ``--workdir`` of the commands that read a graded workspace
 GRADED_WORKDIR = "The workspace `course grade` graded into (its gradebook, results/ and workspace.json)."
 

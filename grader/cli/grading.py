@@ -138,6 +138,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     # Every refusal before anything starts: the options, the chapter, the submissions, the gradebook
     # (none of these touches the workspace), then the lock, the workspace, recorded results.
     check_options(cell_timeout=cell_timeout, memory_mb=memory_mb or None, jobs=jobs)
+    batch.check_device(device)
     sources = project.sources(solutions)
     batch.check_chapter(chapter, sources)
     found = batch.check_submissions(submissions, sources, chapter)
@@ -256,7 +257,7 @@ def _start_servers(ws: Workspace, submissions: Path, solutions_dir: Path | None,
         wanted = min(wanted, max(1, len(waiting)))
         chapters = {s.chapter for s in waiting}
     else:  # a zip: the chapter named, or the one its file names tell (as grading will guess it)
-        from grader.intake.submissions import lms_zip_chapter
+        from grader.intake.lms import lms_zip_chapter
 
         guessed = chapter or lms_zip_chapter(submissions, {c: p.name for c, p in sources.items()})
         chapters = {guessed} if guessed else set()

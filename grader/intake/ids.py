@@ -6,10 +6,7 @@ name. Two folders never share an id: a derived id that another folder already ha
 folders derive alike, gets a suffix made from the folder's own name (``zzz_victim_perfect-3fa2c1``),
 so that which folder gets which id does not depend on the order a directory is listed in.
 
-An LMS download is keyed by the LMS's own identity, never by a name, since two students can
-share a name: ``canvas-<user id>`` for Canvas (its user id, the ``ID`` column of its gradebook)
-and ``moodle-<participant id>`` for Moodle (the number in its folder names). The name the LMS
-wrote (Canvas's login part ``smithjohn``, Moodle's ``José Núñez``) is the display name.
+An LMS download is keyed by the LMS's own identity instead (:mod:`grader.intake.lms_names`).
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
@@ -76,51 +72,3 @@ def folder_ids(folders: Iterable[str]) -> dict[str, tuple[str, str | None]]:
         ids[folder] = (unique, f"folder {folder!r} is student {unique}: {sid} would also be the id of "
                                f"{', '.join(repr(f) for f in others)}")
     return ids
-
-
-# --- LMS downloads ---------------------------------------------------------------------
-
-#: Canvas: ``smithjohn_12345_67890_tensors.ipynb``, ``smithjohn_LATE_12345_67890_tensors-1.ipynb``
-#: (login part, user id, submission id, the file as uploaded; ``-1`` marks a later upload of a name).
-CANVAS_RE = re.compile(r"^(?P<login>[^\W_]+)(?P<late>_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
-#: Moodle: ``José Núñez_23456_assignsubmission_file_/tensors.ipynb`` (also without the slash, and
-#: ``_assignsubmission_onlinetext_``), possibly under a folder of the zip.
-MOODLE_RE = re.compile(r"(?:^|/)(?P<name>[^/]+?)_(?P<uid>\d+)_assignsubmission_(?P<plugin>[a-z]+)_/?(?P<file>.*)$")
-#: Canvas's suffix for a later upload of the same file name: ``tensors-2.ipynb``.
-UPLOAD_RE = re.compile(r"^(?P<stem>.+?)-(?P<n>\d+)(?P<ext>\.[^.]+)$")
-
-
-@dataclass(frozen=True)
-class LmsFile:
-    """What an LMS's file name says about a file: whose it is, and which upload."""
-
-    student: str  # the id: canvas-<user id> or moodle-<participant id>
-    name: str  # the display name: Canvas's login part, Moodle's full name
-    file: str  # the file's name as the learner uploaded it (Canvas's -N suffix kept)
-    late: bool = False  # Canvas's _LATE_
-    submission: int = 0  # Canvas's submission id (0 for Moodle)
-
-    @property
-    def upload(self) -> int:
-        """Canvas's ``-N`` suffix (0 for the first upload of a name)."""
-        m = UPLOAD_RE.match(self.file)
-        return int(m["n"]) if m else 0
-
-    @property
-    def base(self) -> str:
-        """The file's name without Canvas's ``-N`` suffix."""
-        m = UPLOAD_RE.match(self.file)
-        return f"{m['stem']}{m['ext']}" if m else self.file
-
-
-def parse_lms_name(member: str) -> LmsFile | None:
-    """What a file's name in a Canvas or Moodle download says; None when it is named as neither."""
-    m = MOODLE_RE.search(member)
-    if m:
-        name = " ".join(unicodedata.normalize("NFC", m["name"]).split())
-        return LmsFile(f"moodle-{int(m['uid'])}", name, PurePosixPath(m["file"]).name)
-    m = CANVAS_RE.match(PurePosixPath(member).name)
-    if m:
-        return LmsFile(f"canvas-{int(m['uid'])}", unicodedata.normalize("NFC", m["login"]), m["file"],
-                       late=bool(m["late"]), submission=int(m["sid"]))
-    return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from grader import cells, project
 from grader.escaping import html_text
 from grader.intake import interop
+from grader.intake.lms_names import shown
 from grader.intake.workspace import Workspace
 from grader.pages import markup as pages
 from grader.record import review
@@ -45,6 +46,15 @@ NOT_GRADED = ("error",)
 PENDING = "not graded yet"
 PENDING_NOTE = ("This notebook has not been graded yet: grading it could not be completed this time. It will be "
                 "graded again, with nothing to change on your side, and this page will then show its score.")
+#: What a status other than a grade means, in the learner's words (the instructor's reason stays in the report).
+STATUS_WORDS = {
+    "missing": "No notebook of this chapter was received from you, so nothing could be graded.",
+    "unreadable": "The file received from you could not be opened as a notebook, so nothing could be graded. "
+                  "Hand in the .ipynb file the notebook's last cell (submit) wrote.",
+    "wrong chapter": "The notebook received from you is not this chapter's, so nothing could be graded. "
+                     "Hand in this chapter's notebook.",
+}
+NOT_GRADED_WORDS = "Your notebook was not graded. Your instructor has the details."
 #: A worker costs a fork and its start (~0.1 s); below this many pages each, one process is faster.
 MIN_PAGES_PER_WORKER = 50
 
@@ -97,16 +107,36 @@ def _why(reason: str, esc) -> str:
     return f'{esc(what)}<br><span class="hint"><strong>What to try:</strong> {esc(hint)}</span>'
 
 
+def title(result: dict) -> str:
+    """``Feedback — 01_tensors — José Núñez``: the learner's own name (capped; escaped where shown)."""
+    return f"Feedback — {result['chapter']} — {shown(str(result.get('name') or result['student']))}"
+
+
+def status_words(result: dict) -> str:
+    """What the learner reads under the score: why nothing was graded, in their words; that the
+    notebook was handed in late; which upload was graded. Never the instructor's notes."""
+    status = result.get("status") or "graded"
+    said = [] if status == "graded" else [STATUS_WORDS.get(status, NOT_GRADED_WORDS)]
+    if result.get("file") and status == "graded":
+        later = " (your latest upload)" if result.get("superseded") else ""
+        said.append(f"Graded: {shown(str(result['file']))}{later}.")
+    if result.get("late"):
+        said.append("Handed in late.")
+    return " ".join(said)
+
+
 def summary_html(result: dict) -> str:
     """The top of a page: the score (the sum of the rows), then each test's points, result, reason, comment."""
     esc = html_text
     tests = result.get("tests", [])
-    parts = [f"<h1>Feedback — {esc(result['chapter'])} — {esc(result['student'])}</h1>"]
+    parts = [f"<h1>{esc(title(result))}</h1>"]
     if result.get("pending"):
         parts += [f"<p class=\"score\">Score: {PENDING}</p>", f"<p class=\"pending\">{esc(PENDING_NOTE)}</p>"]
     else:
-        parts.append(f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}"
-                     + (f" — {esc(result['message'])}" if result.get("message") else "") + "</p>")
+        parts.append(f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}</p>")
+        words = status_words(result)
+        if words:
+            parts.append(f"<p class=\"status\">{esc(words)}</p>")
     if any(t.get("manual") for t in tests):
         parts.append('<p class="manual">Some points were set by hand; the table shows them.</p>')
     rows = []
@@ -173,8 +203,7 @@ def render(job: tuple[dict, str | None, dict[str, str], str]) -> int:
     if autograded is not None and os.path.exists(autograded):
         with open(autograded, encoding="utf-8") as fh:
             nb_cells = pages.valid_cells(json.load(fh))
-    title = f"Feedback — {result['chapter']} — {result['student']}"
-    body = pages.page(title, summary_html(result), redact(nb_cells, visible, result), f"../../{STYLESHEET}")
+    body = pages.page(title(result), summary_html(result), redact(nb_cells, visible, result), f"../../{STYLESHEET}")
     data = body.encode("utf-8")
     path = Path(dest)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from grader.pages.report_tables import (
     NO_REVIEW,
     NOT_GRADED_HEAD,
     REVIEW_HEAD,
+    UPLOADS_HEAD,
     Class,
     chapter_facts,
     chapter_row,
@@ -36,6 +37,7 @@ from grader.pages.report_tables import (
     review_rows,
     short,
     student_rows,
+    upload_rows,
 )
 from grader.record import review
 
@@ -53,7 +55,7 @@ def figure_name(chapter: str) -> str:
 def build(results: list[dict], marks: review.Review) -> Class:
     chapters = chapter_stats(results)
     return Class(results, student_rows(results), chapters, not_graded(results), review_rows(results, marks),
-                 {c.chapter: chapter_plot(c) for c in chapters})
+                 {c.chapter: chapter_plot(c) for c in chapters}, upload_rows(results))
 
 
 def main(workdir: Path, *, db_url: str | None = None) -> Path:
@@ -103,6 +105,8 @@ def markdown(data: Class) -> str:
         lines += [f"![{md_cell(c.chapter)}: scores and pass rate per test]({quote(figure_name(c.chapter))})", ""]
     if data.not_graded:
         lines += ["## Not graded", ""] + _md_table(NOT_GRADED_HEAD, [list(r) for r in data.not_graded])
+    if data.uploads:
+        lines += ["## Uploads", ""] + _md_table(UPLOADS_HEAD, [list(r) for r in data.uploads])
     lines += ["## Needs review", ""]
     if data.review:
         lines += _md_table(REVIEW_HEAD, [[r.student, r.chapter, "; ".join(r.findings)] for r in data.review])

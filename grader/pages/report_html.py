@@ -20,6 +20,7 @@ from grader.pages.report_tables import (
     NO_REVIEW,
     NOT_GRADED_HEAD,
     PASS_MARK,
+    UPLOADS_HEAD,
     chapter_facts,
     chapter_row,
     hardest_rows,
@@ -116,6 +117,9 @@ def page(data: Class) -> str:
     if data.not_graded:
         sections.append(("not-graded", f"Not graded ({len(data.not_graded)})",
                          _table(NOT_GRADED_HEAD, [list(r) for r in data.not_graded], cls="not-graded")))
+    if data.uploads:
+        sections.append(("uploads", f"Uploads ({len(data.uploads)})",
+                         _table(UPLOADS_HEAD, [list(r) for r in data.uploads], cls="uploads")))
     sections.append(("needs-review", f"Needs review ({len(data.review)})", review(data)))
     nav = " · ".join(f'<a href="#{key}">{esc(title)}</a>' for key, title, _ in sections)
     body = [f"<h1>Class report</h1><p class=\"summary\">{esc(data.summary())}</p><nav>{nav}</nav>"]

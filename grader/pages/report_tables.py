@@ -185,6 +185,14 @@ def not_graded(results: list[dict]) -> list[tuple[str, str, str, str]]:
     return sorted(rows, key=lambda row: (row[0].casefold(), row[1]))
 
 
+def upload_rows(results: list[dict]) -> list[tuple[str, str, str, str]]:
+    """(student, chapter, the file graded, the earlier uploads it superseded) of each LMS submission
+    with more than one upload: the latest by the LMS's record (:mod:`grader.intake.lms`)."""
+    rows = [(who(r), r["chapter"], str(r.get("file") or ""), ", ".join(map(str, r["superseded"])))
+            for r in results if r.get("superseded")]
+    return sorted(rows, key=lambda row: (row[0].casefold(), row[1]))
+
+
 @dataclass
 class ReviewRow:
     """One submission that needs a person's eyes, with everything found in it."""
@@ -224,6 +232,7 @@ def _tests(gids: list[str], most: int = 3) -> str:
 CHAPTER_HEAD = ["chapter", "points", "submitted", "graded", "mean", "median", f"pass rate (≥ {PASS_MARK:.0%})", "late"]
 HARDEST_HEAD = ["test", "pass rate", "passed", "statuses"]
 NOT_GRADED_HEAD = ["student", "chapter", "status", "why"]
+UPLOADS_HEAD = ["student", "chapter", "graded (the latest upload)", "superseded"]
 REVIEW_HEAD = ["student", "chapter", "findings"]
 
 
@@ -257,6 +266,7 @@ class Class:
     not_graded: list[tuple[str, str, str, str]]
     review: list[ReviewRow]
     figures: dict[str, str]  # chapter -> SVG text
+    uploads: list[tuple[str, str, str, str]] = field(default_factory=list)  # :func:`upload_rows`
 
     @property
     def max_total(self) -> float:

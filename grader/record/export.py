@@ -1,5 +1,5 @@
-"""The grades as files: ``course-grades.csv`` (one row per student, one column per chapter, as an
-LMS imports it) and ``results.csv`` (one row per test: what passed, what failed and why).
+"""The grades as files: ``course-grades.csv`` (one row per student, one column per chapter, with
+every status the report shows) and ``results.csv`` (one row per test: what passed, what failed and why).
 
 Neither is named as nbgrader's ``nbgrader export`` names its ``grades.csv``, so running it in the
 workspace never overwrites ours (:mod:`grader.intake.interop`). Every cell goes through
@@ -30,48 +30,71 @@ RESULT_COLUMNS = ["student", "chapter", "test", "points", "max", "status", "reas
 NOT_GRADED = ("error",)
 #: The total of a student with a submission not graded.
 INCOMPLETE = "incomplete"
+GRADED = "graded"
+#: A chapter with no submission of the student's at all (the report's "—").
+NOT_SUBMITTED = "not submitted"
 
 
 def write_grades_csv(db_url: str, path: Path, *, workdir: Path | None = None) -> Path:
     """Write every student's score per chapter (manual grades included) and the total.
 
-    Columns: ``student_id``, ``student_name`` (the submission folder's name as it came), one
-    per chapter (score), ``total``, ``max_total``, ``late`` (the chapters an LMS marked late,
-    ``;``-separated), ``not_graded`` (the chapters whose submission the grader could not grade,
-    ``chapter: status``, ``;``-separated); the last two read from the workspace's results when
-    ``workdir`` is given. A chapter a student did not submit scores 0. A submission the grader
-    could not grade is no score: its cell is empty and the student's ``total`` says
-    ``incomplete`` until it is graded again.
+    Columns: ``student_id``, ``student_name`` (the name as it came: a folder's, an LMS's display
+    name), one per chapter (score), ``total``, ``max_total``, ``late`` (the chapters an LMS marked
+    late, ``;``-separated), ``not_graded`` (every chapter without a grade, ``chapter: status``:
+    ``not submitted``, ``missing``, ``unreadable``, ``wrong chapter``, ``error``, as the report
+    says them), ``files`` (the file graded where an LMS's download named it, and the uploads it
+    superseded); all but the scores read from the workspace's results when ``workdir`` is
+    given. Only a grade is a number: a chapter without one has an empty cell. A submission the
+    grader could not grade (``error``) makes the student's ``total`` ``incomplete`` until it is
+    graded again. This file is the grader's own; ``course export --canvas/--moodle`` fills an
+    LMS's own file (:mod:`grader.record.lms_export`).
     """
-    late = _late_chapters(workdir) if workdir is not None else {}
-    failed = {(s, c): status for s, c, status, _ in not_graded(workdir)} if workdir is not None else {}
+    results = {(str(r.get("student")), str(r.get("chapter"))): r for r in _results(workdir)} if workdir else None
     with open_gradebook(db_url) as gb:
         chapters = sorted(a.name for a in gb.assignments)
         max_by_chapter = {a.name: float(a.max_score) for a in gb.assignments}
         rows = []
         for student in sorted(gb.students, key=lambda s: s.id):
             row = {"student_id": student.id, "student_name": student.last_name or student.id}
-            total, missing = 0.0, []
+            total, missing, files, late, retried = 0.0, [], [], [], False
             for chapter in chapters:
-                if (student.id, chapter) in failed:
+                result = results.get((student.id, chapter)) if results is not None else None
+                status = _status(gb, student.id, chapter, result, results is not None)
+                if status != GRADED:
                     row[chapter] = ""
-                    missing.append(f"{chapter}: {failed[(student.id, chapter)]}")
-                    continue
-                try:
+                    missing.append(f"{chapter}: {status}")
+                    retried |= status in NOT_GRADED
+                else:
                     score = float(gb.find_submission(chapter, student.id).score)
-                except MissingEntry:
-                    score = 0.0
-                row[chapter] = _fmt(score)
-                total += score
-            row["total"] = INCOMPLETE if missing else _fmt(total)
+                    row[chapter] = _fmt(score)
+                    total += score
+                if result and result.get("file"):
+                    old = [str(f) for f in result.get("superseded") or []]
+                    files.append(f"{chapter}: {result['file']}" + (f" (superseded: {', '.join(old)})" if old else ""))
+                if result and result.get("late") is True:
+                    late.append(chapter)
+            row["total"] = INCOMPLETE if retried else _fmt(total)
             row["max_total"] = _fmt(sum(max_by_chapter.values()))
-            row["late"] = ";".join(sorted(late.get(student.id, ())))
+            row["late"] = ";".join(late)
             row["not_graded"] = ";".join(missing)
+            row["files"] = ";".join(files)
             rows.append(row)
-    if not rows:  # a header-only file uploaded to an LMS would look like a class without grades
+    if not rows:  # a header-only file would look like a class without grades
         raise GradebookError(f"the gradebook {mask(db_url)} holds no graded student; {path.name} not written",
                              hint="pass the --db-url the workspace was graded with, or grade first")
-    return write_csv(path, ["student_id", "student_name", *chapters, "total", "max_total", "late", "not_graded"], rows)
+    return write_csv(path, ["student_id", "student_name", *chapters, "total", "max_total", "late", "not_graded",
+                            "files"], rows)
+
+
+def _status(gb, student: str, chapter: str, result: dict | None, have_results: bool) -> str:
+    """A student's chapter as the report says it: ``graded``, its result's status, or ``not submitted``."""
+    if result is not None:
+        return str(result.get("status") or GRADED)
+    try:
+        gb.find_submission(chapter, student)
+    except MissingEntry:
+        return NOT_SUBMITTED
+    return NOT_SUBMITTED if have_results else GRADED
 
 
 def write_csv(path: Path, columns: list[str], rows: Iterable[dict]) -> Path:
@@ -131,16 +154,6 @@ def _results(workdir: Path) -> Iterator[dict]:
             continue
         if isinstance(result, dict):
             yield result
-
-
-def _late_chapters(workdir: Path) -> dict[str, set[str]]:
-    """Student -> the chapters whose submission the LMS marked late (nbgrader's gradebook has no
-    field for a lateness without a due date and a submission time; the result files keep it)."""
-    late: dict[str, set[str]] = {}
-    for result in _results(workdir):
-        if result.get("late"):
-            late.setdefault(result["student"], set()).add(result["chapter"])
-    return late
 
 
 def _fmt(x: float) -> str:

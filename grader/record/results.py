@@ -29,6 +29,7 @@ from grader.verdict.outcome import Report, error_name, see_log, test_points
 log = logging.getLogger(__name__)
 
 INTAKE = "intake.json"
+GRADED = "graded"
 
 
 def write_intake(ws: Workspace, skipped: list[Submission]) -> None:
@@ -80,11 +81,30 @@ class Recorder:
         """Record ``report`` (a submission of ``source``'s chapter) soon; ``announce``: pass it to
         ``on_recorded`` once recorded."""
         report.fingerprint = fp
+        if report.status != GRADED and self._keeps_grade(report):
+            if announce and self.on_recorded:
+                self.on_recorded(report)
+            return
         if not self._pending:
             self._since = time.monotonic()
         self._pending.append((report, source, announce))
         if len(self._pending) >= self.batch or time.monotonic() - self._since >= self.wait:
             self.flush()
+
+    def _keeps_grade(self, report: Report) -> bool:
+        """Whether ``report`` (a status, not a grade) meets a grade recorded earlier, which it then
+        leaves as it is: nothing but a grade replaces a grade. The report says so."""
+        path = self.ws.result_path(report.student, report.chapter)
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not isinstance(before, dict) or before.get("status") != GRADED:
+            return False
+        report.score, report.max_score = float(before.get("score") or 0), float(before.get("max_score") or 0)
+        report.message = "; ".join(filter(None, [report.message, "the grade recorded earlier is kept"]))
+        log.warning("%s/%s: %s; the grade recorded earlier is kept", report.student, report.chapter, report.status)
+        return True
 
     def flush(self) -> None:
         """Record every waiting report now."""

@@ -46,6 +46,8 @@ class Report:
     cached: bool = False
     name: str | None = None  # the student's folder name when ``student`` was derived from it
     late: bool = False  # the LMS marked the submission late
+    file: str | None = None  # the file graded as the learner uploaded it (an LMS's download)
+    superseded: list[str] = field(default_factory=list)  # the learner's earlier uploads, not graded
 
 
 def error_name(exc: BaseException) -> str:
@@ -63,14 +65,16 @@ def see_log(ws: Workspace) -> str:
 
 def failed(sub: Submission, source: Path, message: str, reason: str = "grading failed") -> Report:
     """The "error" report of a submission the grader could not score: every test not run, for ``reason``."""
-    report = Report(sub.student, sub.chapter, "error", message=message, name=sub.name, late=sub.late)
+    report = Report(sub.student, sub.chapter, "error", message=message, name=sub.name, late=sub.late, file=sub.file,
+                    superseded=list(sub.superseded))
     report.tests = [TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in test_points(source).items()]
     return report
 
 
 def unreadable(sub: Submission, status: str, reason: str, sources: dict[str, Path]) -> Report:
     """The report of a submission that was not executed: every test of its chapter says why."""
-    report = Report(sub.student, sub.chapter, status, message=reason, name=sub.name)
+    report = Report(sub.student, sub.chapter, status, message=reason, name=sub.name, late=sub.late, file=sub.file,
+                    superseded=list(sub.superseded))
     if sub.chapter in sources:
         report.tests = [
             TestResult(g, 0.0, m, "not run", reason).to_dict() for g, m in test_points(sources[sub.chapter]).items()
@@ -117,7 +121,7 @@ def _scored(ws: Workspace, sub: Submission, outcome, source: Path, judged: tuple
     broken = syntax_errors(execution.nb)
     notes = [sub.note or ""] + ([f"syntax error in cell {', '.join(map(str, broken))}"] if broken else [])
     report = Report(sub.student, sub.chapter, "graded", message="; ".join(n for n in notes if n), name=sub.name,
-                    late=sub.late)
+                    late=sub.late, file=sub.file, superseded=list(sub.superseded))
     report.tests = [t.to_dict() for t in score(execution, refs, chapter_tests, findings)]
     unjudged = [t["grade_id"] for t in report.tests if t["status"] == NO_REFERENCE]
     if info.get("error"):

@@ -27,7 +27,7 @@ from grader import cells
 from grader.engines.execution import ExecOptions, Execution, options_key
 from grader.execute import watchdog
 from grader.prepare.parameters import grading_notebook
-from grader.verdict import instrument
+from grader.verdict import fixed, instrument
 from grader.verdict.observations import first_error, observations
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,8 @@ def fingerprint(source: Path, options: ExecOptions, engine: str, revision: str) 
     """What a reference depends on: the chapter source, the options, the engine, the grader, and
     what a fork server preloaded for it (as for the learners' children of that batch)."""
     h = hashlib.sha256()
-    for part in [source.read_bytes(), options_key(asdict(options)), json.dumps(sorted(options.preload) if engine == "fork" else []).encode(),
+    expected = fixed.path(source.parent)
+    for part in [source.read_bytes(), expected.read_bytes() if expected.is_file() else b"", options_key(asdict(options)), json.dumps(sorted(options.preload) if engine == "fork" else []).encode(),
                  engine.encode(), revision.encode()] + [p.read_bytes() for p in _CODE if p.exists()]:
         h.update(hashlib.sha256(part).digest())
     return h.hexdigest()[:32]
@@ -81,7 +82,11 @@ def prepared(source: Path, options: ExecOptions) -> tuple[NotebookNode, dict[str
     """
     src = nbformat.read(str(source), as_version=4)
     tests = instrument.chapter_tests(src)
-    return grading_notebook(src, tests, options.device), tests
+    nb = grading_notebook(src, tests, options.device)
+    checks = fixed.load(source.parent)
+    if checks:  # the solution's fixed expectations, in the reference's process only
+        nb.cells.append(fixed.cell(checks))
+    return nb, tests
 
 
 def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision: str,
@@ -103,6 +108,11 @@ def run(chapter: str, source: Path, options: ExecOptions, engine: str, revision:
     found, broken = extract(execution, tests)
     for problem in broken:
         log.error("%s: the solution fails its own test %s", chapter, problem)
+    wrong = fixed.failures(execution.nb, fixed.load(source.parent))
+    for problem in wrong:
+        log.error("%s: the solution fails its fixed expectation %s (%s)", chapter, problem, fixed.path(source.parent))
+    if wrong:  # a wrong solution is no oracle: the chapter is not graded against it
+        return {}
     if broken:  # not kept: the cause may lie in this machine (a memory cap, a GPU), not in the
         return found  # source, and the next batch must try again rather than inherit the failure
     data: dict[str, Any] = {"chapter": chapter, "fingerprint": fp, "tests": found, "broken": broken}
