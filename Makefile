@@ -102,6 +102,17 @@ release: $(STAMP) ## Write notebooks/ (student release) from solutions/
 check-release: $(STAMP) ## Fail if notebooks/ is stale or leaks a solution or hidden test
 	$(BIN)/course check-release
 
+# `make dist`: what a release publishes, in dist/: the course's wheel and sdist (course_utils, which
+# the setup cell installs in Colab from the tag, and the grader) and the student notebooks as a zip,
+# named by pyproject's [tool.course] tag. Built offline (the setuptools in .venv). Publishing a release:
+# `make check-release`, commit, `git tag <tag>` on that commit, push it with its tag, then `make dist`.
+.PHONY: dist
+dist: $(STAMP) ## Build what a release publishes into dist/: wheel, sdist and the notebooks' zip
+	rm -rf dist build
+	$(BIN)/uv build --python $(PY) --no-build-isolation --offline --sdist --wheel --out-dir dist
+	tag=$$($(PY) -c 'from grader.prepare import publish; print(publish.current().tag)') && \
+	  $(PY) -m zipfile -c dist/pytorch-foundations-notebooks-$$tag.zip notebooks/ && ls -l dist
+
 .PHONY: notebooks
 notebooks: $(STAMP) ## Execute every chapter with papermill: solutions pass, releases fail each test
 	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS) $(if $(FAST),--fast,)

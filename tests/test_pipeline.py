@@ -22,6 +22,7 @@ def test_release_order():
         "CheckCellMetadata",
         "StripMetadata",
         "AddColabBadge",
+        "WriteColabInstall",  # the setup cell's Colab block, from pyproject's [tool.course]
     ]
 
 

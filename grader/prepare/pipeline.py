@@ -30,6 +30,7 @@ from grader.prepare.preprocessors import (
     RestoreKernelspec,
     StripMetadata,
 )
+from grader.prepare.publish import WriteColabInstall
 
 Step = type[Preprocessor]
 
@@ -51,6 +52,7 @@ RELEASE: tuple[Step, ...] = (
     CheckCellMetadata,
     StripMetadata,
     AddColabBadge,
+    WriteColabInstall,
 )
 
 #: A submission before it runs: nbgrader's autograde sanitising steps (its Overwrite* steps
