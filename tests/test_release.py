@@ -46,7 +46,7 @@ def test_release_is_reproducible(mini_solutions):
 
 def test_release_carries_no_outputs_or_stray_metadata(mini_solutions):
     nb = build_release("00_mini", mini_solutions / "00_mini" / "mini.ipynb")
-    assert set(nb.metadata) <= {"kernelspec", "language_info"}
+    assert set(nb.metadata) <= {"kernelspec", "language_info", "course"}
     for c in nb.cells:
         assert set(c.metadata) <= {"nbgrader", "tags", "editable", "deletable"}
         if c.cell_type == "code":

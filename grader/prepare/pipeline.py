@@ -30,7 +30,7 @@ from grader.prepare.preprocessors import (
     RestoreKernelspec,
     StripMetadata,
 )
-from grader.prepare.publish import WriteColabInstall
+from grader.prepare.publish import RecordGradedCells, WriteColabInstall
 
 Step = type[Preprocessor]
 
@@ -53,6 +53,7 @@ RELEASE: tuple[Step, ...] = (
     StripMetadata,
     AddColabBadge,
     WriteColabInstall,
+    RecordGradedCells,
 )
 
 #: A submission before it runs: nbgrader's autograde sanitising steps (its Overwrite* steps

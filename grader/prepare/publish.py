@@ -1,4 +1,5 @@
-"""Where the course is published (pyproject's ``[tool.course]``): badges, the Colab install, its checks."""
+"""What the release publishes beyond nbgrader's cells: where the course is (pyproject's ``[tool.course]``:
+badges, the Colab install, its checks) and what ``cu.submit()`` checks a notebook against."""
 
 from __future__ import annotations
 
@@ -119,6 +120,24 @@ class WriteColabInstall(Preprocessor):
         if cell.cell_type == "code" and COLAB_IF in cells.source_text(cell):
             cell.source = write_install(cells.source_text(cell), Publication(self.repository, self.tag))
         return cell, resources
+
+
+class RecordGradedCells(Preprocessor):
+    """Write the chapter and its graded cells (grade_id, nbgrader flags, release checksum, in order)
+    into the notebook's ``course`` metadata: what ``cu.submit()`` checks a learner's notebook against
+    (present once, locked cells unchanged, answers not the stub). Nothing secret: the release's own."""
+
+    chapter = Unicode(help="The chapter (nbgrader assignment) name.").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):
+        graded = []
+        for cell in nb.cells:
+            meta = cells.nbgrader_meta(cell)
+            if meta.get("grade_id") and "checksum" in meta:
+                keep = {k: meta[k] for k in ("grade_id", "grade", "solution", "locked", "points", "checksum") if k in meta}
+                graded.append(keep)
+        nb.metadata["course"] = NotebookNode({"chapter": self.chapter, "cells": graded})
+        return nb, resources
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:

@@ -46,6 +46,7 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None,
         ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
         AddColabBadge: {"repository": pub.repository, "ref": pub.tag, "path": f"notebooks/{chapter}/{source.name}"},
         publish.WriteColabInstall: {"repository": pub.repository, "tag": pub.tag},
+        publish.RecordGradedCells: {"chapter": chapter},
     }
     skip = () if db_url else (SaveCells,)
     nb, _ = pipeline.run(pipeline.RELEASE, nb, resources, skip=skip, config=config)
