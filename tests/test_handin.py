@@ -143,3 +143,26 @@ def test_what_it_writes_grades_exactly_as_the_notebook_it_came_from(tmp_path, mi
                [(t["grade_id"], t["status"], t["reason"]) for t in mine.tests]
         assert not sent.message or "expected" not in sent.message, sent.message
     assert [reports[s].score for s in answers] == [10.0, 4.0, 0.0]
+
+
+def test_in_colab_it_reads_the_notebook_from_colab_and_downloads_the_file(tmp_path, mini_solutions, monkeypatch, capsys):
+    import sys
+    import types
+
+    nb = make_submission(CH, {"ex1_double": SOLUTION, "ex2_row_sums": SOLUTION}, solutions_dir=mini_solutions)
+    downloads, asked = [], []
+
+    def blocking_request(kind, request="", timeout_sec=None):
+        asked.append(kind)
+        return {"ipynb": json.loads(dumps(nb))}
+
+    colab = types.ModuleType("google.colab")
+    colab._message = types.SimpleNamespace(blocking_request=blocking_request)
+    colab.files = types.SimpleNamespace(download=downloads.append)
+    monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.chdir(tmp_path)  # Colab's /content
+    sub = handin.submit(namespace=kernel_of(nb))
+    assert asked == ["get_ipynb"] and sub.ready
+    assert downloads == [str(sub.path)] and sub.path.parent == tmp_path
+    assert f"your browser downloads {sub.path.name}" in capsys.readouterr().out
