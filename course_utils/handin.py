@@ -45,6 +45,7 @@ class Submission:
     exercises: list[Exercise]
     path: Path | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
@@ -124,17 +125,25 @@ def _run(source: str, namespace: dict) -> str | None:
     return None
 
 
+def _unchanged(cells, source: str, meta: dict) -> bool | None:
+    """Whether a cell's source is the release's (by nbgrader's checksum); None when none was recorded."""
+    if "checksum" not in meta:
+        return None
+    return cells.checksum(source, "code", meta) == meta["checksum"]
+
+
 def check(nb: dict, namespace: dict | None = None) -> Submission:
     """Check a notebook as the grader will read it and, given a namespace, run its visible tests there."""
     cells = _cells_module()
     course = nb.get("metadata", {}).get("course") or {}
     release = [c for c in course.get("cells", []) if isinstance(c, dict) and c.get("grade_id")]
     sub = Submission(str(course.get("chapter") or "chapter"), [])
-    if not release:
-        sub.problems.append("this notebook does not say which cells the grader needs (its metadata was"
-                            " dropped): download the chapter again and copy your answers into it")
-        return sub
     found, current = _find(nb, cells), None
+    if not release:  # an editor dropped the notebook's metadata: the marker lines still say which cell is which
+        marked = [cells.marker(c) for c in nb.get("cells", []) if isinstance(c, dict) and cells.marker(c)]
+        release = [{"grade_id": gid, "solution": kind == "answer", "grade": kind == "tests"} for kind, gid in marked]
+        sub.notes.append("this copy lost the release's list of graded cells (an editor dropped its metadata):"
+                         " a deleted exercise or a changed locked cell cannot be seen here")
     for meta in release:
         gid = meta["grade_id"]
         if meta.get("solution"):
@@ -153,8 +162,7 @@ def check(nb: dict, namespace: dict | None = None) -> Submission:
             ex.problems.append(f"answer cell {ex.answer} was deleted: the exercise scores 0")
         else:
             ex.answer_state = "written"
-            if cells.checksum(answer_src, "code", by_id[ex.answer]) == by_id[ex.answer]["checksum"] \
-                    or cells.STUB_MESSAGE in answer_src:
+            if _unchanged(cells, answer_src, by_id[ex.answer]) or cells.STUB_MESSAGE in answer_src:
                 ex.answer_state = "the stub"
                 ex.problems.append(f"{ex.answer} is still the stub")
             if len(copies) > 1:
@@ -169,7 +177,7 @@ def check(nb: dict, namespace: dict | None = None) -> Submission:
         elif len(tests) > 1:
             ex.test_state = f"×{len(tests)}"
             ex.problems.append(f"test cell {ex.test} is there {len(tests)} times: delete the copies")
-        elif cells.checksum(cells.source_text(tests[0]), "code", by_id[ex.test]) != by_id[ex.test]["checksum"]:
+        elif _unchanged(cells, cells.source_text(tests[0]), by_id[ex.test]) is False:
             ex.test_state = "changed"
             ex.problems.append(f"locked test cell {ex.test} was changed: the grader runs the original")
         else:
@@ -200,7 +208,7 @@ def table(sub: Submission, saved: str) -> str:
     lines = [f"Hand-in check of {sub.chapter}, {saved}"]
     lines += ["  " + "  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
     problems = sub.problems + [p for e in sub.exercises for p in e.problems if "stub" not in p]
-    lines += [f"  ! {p}" for p in problems]
+    lines += [f"  ! {p}" for p in problems] + [f"  · {n}" for n in sub.notes]
     passed = sum(e.visible == "passed" for e in sub.exercises)
     if sub.path is None:
         return "\n".join(lines)
@@ -238,6 +246,8 @@ def submit(path: str | os.PathLike | None = None, *, out_dir: str | os.PathLike 
         print(f"cu.submit(): {exc}.")
         return None
     sub = check(nb, namespace)
+    if sub.chapter == "chapter" and source is not None and source.parent.name[:3].rstrip("_").isdigit():
+        sub.chapter = source.parent.name  # no recorded chapter: the folder it sits in (NN_name)
     text = json.dumps(clean(nb), indent=1, ensure_ascii=False, sort_keys=True) + "\n"
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
     folder = Path(out_dir) if out_dir is not None else source.parent if source is not None else Path.cwd()

@@ -166,3 +166,17 @@ def test_in_colab_it_reads_the_notebook_from_colab_and_downloads_the_file(tmp_pa
     assert asked == ["get_ipynb"] and sub.ready
     assert downloads == [str(sub.path)] and sub.path.parent == tmp_path
     assert f"your browser downloads {sub.path.name}" in capsys.readouterr().out
+
+
+def test_a_copy_whose_editor_dropped_the_notebook_metadata_is_still_checked_by_its_marker_lines(tmp_path, mini_solutions):
+    nb = make_submission(CH, {"ex1_double": SOLUTION}, solutions_dir=mini_solutions)
+    data = json.loads(dumps(nb))
+    del data["metadata"]["course"]
+    for cell in data["cells"]:
+        cell["metadata"].pop("nbgrader", None)
+    sub = handin.check(data, kernel_of(nb))
+    assert [(e.answer, e.test, e.answer_state, e.visible) for e in sub.exercises] == [
+        ("ex1_double", "test_ex1_double", "written", "passed"),
+        ("ex2_row_sums", "test_ex2_row_sums", "the stub", sub.exercises[1].visible)]
+    assert sub.exercises[1].visible.startswith("failed: NotImplementedError")
+    assert sub.notes and "cannot be seen here" in sub.notes[0] and not sub.problems
