@@ -45,17 +45,23 @@ def test_a_chapter_page_shows_its_statements_outputs_and_colab_link_and_the_site
     assert "00_mini.html" in (html_dir / "index.html").read_text()
 
 
-def test_the_leak_check_finds_a_solution_line_planted_in_a_page(mini_site):
+def test_the_leak_check_finds_a_solution_line_planted_in_a_page_or_any_file(mini_site):
     html_dir, solutions = mini_site
     sources = {"00_mini": solutions / "00_mini" / "mini.ipynb"}
-    assert website.leaks(html_dir, sources) == []
-    planted = html_dir / "planted.html"
-    planted.write_text("<pre><span>return</span> <span>X.sum(dim=1, keepdim=True)</span></pre>\n")
+    releases = {"00_mini": solutions.parent / "notebooks" / "00_mini" / "mini.ipynb"}
+    assert website.leaks(html_dir, sources, releases) == []
+    page = html_dir / "00_mini.html"
+    kept = page.read_text()
+    planted = html_dir / "_static" / "planted.js"
     try:
-        (found,) = website.leaks(html_dir, sources)
+        page.write_text(kept + "<pre><span>return</span> <span>X.sum(dim=1, keepdim=True)</span></pre>\n")
+        planted.write_text("var hidden = 1;\ncheck_tensor(double(torch.arange(5)), torch.arange(0, 10, 2), name=\"double(arange(5))\")\n")
+        found = website.leaks(html_dir, sources, releases)
     finally:
+        page.write_text(kept)
         planted.unlink()
-    assert found.startswith("planted.html: shows a line of a solution or hidden test") and "keepdim=True" in found
+    assert len(found) == 2 and found[0].startswith("00_mini.html: shows a line of a solution or hidden test")
+    assert "keepdim=True" in found[0] and found[1].startswith("_static/planted.js: shows a line")
 
 
 def test_chapter_01_s_page_has_its_pictures_and_exercises_and_leaks_nothing(tmp_path):
@@ -63,4 +69,5 @@ def test_chapter_01_s_page_has_its_pictures_and_exercises_and_leaks_nothing(tmp_
     page = (html_dir / "01_tensors.html").read_text()
     assert page.count("<img") >= 2 and len(list((html_dir / "_images").glob("*.png"))) >= 2
     assert "Exercise 1 — Puzzle: a checkerboard (10 points)" in page
-    assert website.leaks(html_dir, {"01_tensors": ROOT / "solutions" / "01_tensors" / "tensors.ipynb"}) == []
+    assert website.leaks(html_dir, {"01_tensors": ROOT / "solutions" / "01_tensors" / "tensors.ipynb"},
+                         {"01_tensors": ROOT / "notebooks" / "01_tensors" / "tensors.ipynb"}) == []
