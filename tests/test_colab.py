@@ -97,6 +97,13 @@ def test_a_tag_the_repository_has_with_every_released_notebook_passes(tagged_rep
     assert missing == ["notebooks/09_new/new.ipynb: not in tag v0.1.0, so its badge opens nothing"]
 
 
+def test_the_tag_follows_the_version_of_the_course(tagged_repo):
+    assert publish.current().tag == f"v{project.version()}" == f"v{publish.current().version}"
+    pub = publish.Publication("https://github.com/a/course", "v0.1.0", version="0.2.0")
+    assert publish.problems(pub, [], root=tagged_repo) == [
+        "[tool.course] tag 'v0.1.0' is not v<version> (version 0.2.0): bump both together"]
+
+
 def test_a_checkout_without_git_cannot_vouch_for_a_tag(tmp_path):
     pub = publish.Publication("https://github.com/a/course", "v0.1.0")
     (found,) = publish.problems(pub, [], root=tmp_path)

@@ -30,10 +30,11 @@ COLAB_IF = 'if "google.colab" in sys.modules:'
 
 @dataclass(frozen=True)
 class Publication:
-    """A repository URL and the release tag its learners install and open."""
+    """A repository URL and the release tag its learners install and open (``version``: pyproject's)."""
 
     repository: str
     tag: str
+    version: str | None = None
 
     @property
     def requirement(self) -> str:
@@ -55,14 +56,16 @@ def read(pyproject: Path) -> Publication:
     import tomllib
 
     try:
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course", {})
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ReleaseError(f"{pyproject}: not read ({exc})", hint="run from a checkout of the course") from None
+    table = data.get("tool", {}).get("course", {})
     missing = [key for key in ("repository", "tag") if not isinstance(table.get(key), str) or not table[key]]
     if missing:
         raise ReleaseError(f"{pyproject}: [tool.course] has no {' or '.join(missing)}",
                            hint='add repository = "https://github.com/OWNER/REPO" and tag = "v<version>"')
-    return Publication(table["repository"].rstrip("/"), table["tag"])
+    version = data.get("project", {}).get("version")
+    return Publication(table["repository"].rstrip("/"), table["tag"], version if isinstance(version, str) else None)
 
 
 @lru_cache(maxsize=1)
@@ -162,6 +165,8 @@ def problems(pub: Publication, notebooks: list[str], *, root: Path = project.ROO
     if not TAG_RE.fullmatch(pub.tag) or PLACEHOLDERS.search(pub.tag):
         found.append(f"[tool.course] tag {pub.tag!r} is a placeholder or not a git tag name (the scheme: v<version>)")
         return found
+    if pub.version is not None and pub.tag != f"v{pub.version}":
+        found.append(f"[tool.course] tag {pub.tag!r} is not v<version> (version {pub.version}): bump both together")
     if _git(root, "rev-parse", "--git-dir").returncode != 0:
         return [*found, f"{root} is not a git checkout: cannot tell whether the repository has tag {pub.tag}"]
     if _git(root, "rev-parse", "-q", "--verify", f"refs/tags/{pub.tag}").returncode != 0:
