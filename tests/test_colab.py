@@ -195,3 +195,4 @@ def test_a_failed_colab_install_stops_the_chapter_in_one_line_without_a_tracebac
     assert len(shown) == 1, shown
     assert shown[0].startswith("Setup stopped: pip could not install the course helpers from git+file://localhost/")
     assert "@v9.9.9" in shown[0] and "Run all again" in shown[0] and "Traceback" not in shown[0]
+    assert "(error: pathspec 'v9.9.9' did not match" in shown[0], "git's reason, not pip's closing note"

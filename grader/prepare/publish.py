@@ -91,7 +91,9 @@ def install_block(pub: Publication) -> str:
             def _render_traceback_(self):  # Jupyter and Colab show this one line, no traceback
                 return [str(self)]
 
-        why = (pip.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        said = [line.strip() for line in pip.stderr.splitlines() if line.strip()] or ["no message"]
+        why = next((line for line in said if line.startswith(("fatal:", "ERROR:", "error: pathspec"))),
+                   said[-1])[:200]  # git's or pip's own reason, not pip's closing note
         raise SetupStopped(
             f"Setup stopped: pip could not install the course helpers from {{COURSE[COURSE.index('git+'):]}}"
             f" ({{why}}). Check that this runtime is online, then Runtime > Run all again; if it still"
