@@ -1,5 +1,4 @@
-"""What the release publishes beyond nbgrader's cells: where the course is (pyproject's ``[tool.course]``:
-badges, the Colab install, its checks) and what ``cu.submit()`` checks a notebook against."""
+"""Where the release is published (``[tool.course]``: badges, the Colab install, checks) and what cu.submit() checks."""
 
 from __future__ import annotations
 
