@@ -102,9 +102,29 @@ release: $(STAMP) ## Write notebooks/ (student release) from solutions/
 check-release: $(STAMP) ## Fail if notebooks/ is stale or leaks a solution or hidden test
 	$(BIN)/course check-release
 
+# `make dist`: what a release publishes, in dist/: the course's wheel and sdist (course_utils, which
+# the setup cell installs in Colab from the tag, and the grader) and the student notebooks as a zip,
+# named by pyproject's [tool.course] tag. Built offline (the setuptools in .venv). Publishing a release:
+# `make check-release`, commit, `git tag <tag>` on that commit, push it with its tag, then `make dist`.
+.PHONY: dist
+dist: $(STAMP) ## Build what a release publishes into dist/: wheel, sdist and the notebooks' zip
+	rm -rf dist build
+	$(BIN)/uv build --python $(PY) --no-build-isolation --offline --sdist --wheel --out-dir dist
+	tag=$$($(PY) -c 'from grader.prepare import publish; print(publish.current().tag)') && \
+	  $(PY) -m zipfile -c dist/pytorch-foundations-notebooks-$$tag.zip notebooks/ && ls -l dist
+
 .PHONY: notebooks
 notebooks: $(STAMP) ## Execute every chapter with papermill: solutions pass, releases fail each test
 	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS) $(if $(FAST),--fast,)
+
+# `make site`: the course as a static website in build/site/html/ (open index.html, or serve the folder),
+# built offline with Sphinx + myst-nb from the release executed by papermill (ci/website.py): every
+# statement, demo output and picture, an "Open in Colab" link per chapter, search; no solution or
+# hidden test (the build reads every page back and fails on a leak). Executions are cached by content
+# in build/site/executed/, so a rebuild runs only the chapters that changed. FAST=1 executes at small sizes.
+.PHONY: site
+site: $(STAMP) ## Build the course as a static website (build/site/html/), offline, leak-checked
+	$(PY) ci/website.py --device $(DEVICE) --jobs $(JOBS) $(if $(FAST),--fast,)
 
 # `make lab` is the learner's JupyterLab: jupyter/learner/ (first on JUPYTER_CONFIG_PATH) switches
 # nbgrader's instructor tools and the "Jupyter news" toast off. Run as root (a container, a
@@ -147,10 +167,11 @@ format: $(STAMP) ## Fix lint where safe and strip outputs/metadata from committe
 	$(BIN)/course clean-notebooks
 
 .PHONY: ci
-ci: $(STAMP) ## What CI runs: lint, release in sync, tests, the browser test, every notebook both ways at full size
+ci: $(STAMP) ## What CI runs: lint, release in sync, tests, the site, the browser tests, every notebook both ways at full size
 	$(MAKE) lint
 	$(BIN)/course check-release
 	$(MAKE) test
+	$(MAKE) site FAST=1
 	$(MAKE) browser-deps
 	COURSE_DEVICE=$(DEVICE) $(PY) -m pytest -m browser $(PYTEST_ARGS)
 	$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS)
@@ -187,4 +208,4 @@ bench: $(STAMP) ## Grading throughput: plain nbgrader vs course grade's kernel a
 
 .PHONY: clean
 clean: ## Remove the grading workspace and caches (keeps .venv)
-	rm -rf $(WORKDIR) ci-reports .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(WORKDIR) ci-reports .pytest_cache .ruff_cache .hypothesis build dist

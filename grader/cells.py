@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -112,3 +113,18 @@ def parameters_cell_index(nb: NotebookNode) -> int | None:
         if has_tag(cell, "parameters"):
             return i
     return None
+
+
+def checksum(source: str, cell_type: str, meta: dict[str, Any]) -> str:
+    """nbgrader's checksum of a cell (``nbgrader.utils.compute_checksum``) from its source, type and
+    ``nbgrader`` metadata, without nbgrader: what the release records on every graded, answer and
+    locked cell, and what ``cu.submit()`` compares against."""
+    grade, solution = meta.get("grade", False), meta.get("solution", False)
+    locked = False if solution else True if grade else meta.get("locked", False)
+    parts = [source, cell_type, str(grade), str(solution), str(locked), str(meta["grade_id"])]
+    if grade:
+        parts.append(str(float(meta["points"])))
+    digest = hashlib.md5()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+    return digest.hexdigest()

@@ -31,7 +31,7 @@ from grader.execute import dispatch
 from grader.execute.watchdog import DEFAULT_ENGINE, ENGINES
 from grader.intake.lms import extract_lms_zip
 from grader.intake.submissions import Submission, discover
-from grader.intake.workspace import Workspace, check_options, describe_change
+from grader.intake.workspace import Workspace, check_options
 from grader.prepare.integrity import Finding
 from grader.prepare.release import build_release, check_regions
 from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission

@@ -12,7 +12,7 @@ from grader.prepare.release import dumps
 
 #: ``course``: the course's own cell notes (``claims_ok``, read by ci/claim_lint.py); the release drops it
 ALLOWED_CELL_KEYS = ("nbgrader", "tags", "editable", "deletable", "course")
-ALLOWED_NOTEBOOK_KEYS = ("kernelspec", "language_info")
+ALLOWED_NOTEBOOK_KEYS = ("kernelspec", "language_info", "course")  # course: what cu.submit() checks
 
 
 def committed_notebooks(root: Path = project.ROOT) -> list[Path]:

@@ -1,10 +1,9 @@
-"""Where things live: the repository's folders, chapters, version and repository URL."""
+"""Where things live: the repository's folders, chapters and version."""
 
 from __future__ import annotations
 
 import logging
 import re
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -23,18 +22,8 @@ log = logging.getLogger(__name__)
 _warned: set[Path] = set()
 
 
-@lru_cache(maxsize=1)
-def repository_url() -> str:
-    """The repository URL declared in pyproject.toml (``[project.urls] Repository``)."""
-    for entry in metadata.metadata(DISTRIBUTION).get_all("Project-URL") or []:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "repository":
-            return url.strip().rstrip("/")
-    raise RuntimeError("pyproject.toml declares no [project.urls] Repository")
-
-
 def version() -> str:
-    """The installed course version (the tag Colab installs is ``v<version>``)."""
+    """The installed course version (its release is tagged ``v<version>``: pyproject's ``[tool.course]``)."""
     return metadata.version(DISTRIBUTION)
 
 

@@ -15,7 +15,8 @@ import pytest
 import run_notebooks as runner
 
 from grader import cells, grade, project, samples
-from grader.prepare.release import read
+from grader.prepare import publish
+from grader.prepare.release import build_release, read
 from grader.verdict import hints, instrument, rules
 from grader.verdict import judge as verdict
 
@@ -62,9 +63,11 @@ def test_parameters_cell_declares_device_seed_fast(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_setup_cell_pins_this_release_on_colab_and_is_a_no_op_elsewhere(chapter, monkeypatch):
-    nb = source(chapter)
+    src = source(chapter)
+    assert publish.COLAB_IF in cells.source_text(src.cells[cells.parameters_cell_index(src) + 1])
+    nb = build_release(chapter, project.source_notebook(chapter))
     setup = cells.source_text(nb.cells[cells.parameters_cell_index(nb) + 1])
-    pin = f"pytorch-foundations @ git+{project.repository_url()}@v{project.version()}"
+    pin = publish.current().requirement
     assert pin in setup and "cu.setup(seed=SEED, device=DEVICE)" in setup
     calls = []
     import subprocess

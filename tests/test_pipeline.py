@@ -22,6 +22,8 @@ def test_release_order():
         "CheckCellMetadata",
         "StripMetadata",
         "AddColabBadge",
+        "WriteColabInstall",  # the setup cell's Colab block, from pyproject's [tool.course]
+        "RecordGradedCells",  # last: the checksums cu.submit() checks against are the release's
     ]
 
 

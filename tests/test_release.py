@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from grader import cells
-from grader.prepare import release
+from grader.prepare import publish, release
 from grader.prepare.release import build_release, read
 
 
@@ -35,7 +35,8 @@ def test_release_marks_answer_and_test_cells_and_adds_the_colab_badge(mini_solut
     ]
     first = cells.source_text(nb.cells[0])
     assert first.startswith("[![Open In Colab]")
-    assert "colab.research.google.com/github/pytorch-foundations/course/blob/main/notebooks/00_mini/mini.ipynb" in first
+    pub = publish.current()
+    assert pub.colab_url("notebooks/00_mini/mini.ipynb") in first
 
 
 def test_release_is_reproducible(mini_solutions):
@@ -45,7 +46,7 @@ def test_release_is_reproducible(mini_solutions):
 
 def test_release_carries_no_outputs_or_stray_metadata(mini_solutions):
     nb = build_release("00_mini", mini_solutions / "00_mini" / "mini.ipynb")
-    assert set(nb.metadata) <= {"kernelspec", "language_info"}
+    assert set(nb.metadata) <= {"kernelspec", "language_info", "course"}
     for c in nb.cells:
         assert set(c.metadata) <= {"nbgrader", "tags", "editable", "deletable"}
         if c.cell_type == "code":

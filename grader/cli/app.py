@@ -30,18 +30,26 @@ def release(chapters: tuple[str, ...]) -> None:
         click.echo(f"released {path}")
 
 
-@cli.command("check-release", short_help="Fail when notebooks/ is stale against solutions/ or leaks a solution "
-                                         "or hidden test.")
+@cli.command("check-release", short_help="Fail when notebooks/ is stale against solutions/, leaks a solution "
+                                         "or hidden test, or is published where learners cannot open it.")
 def check_release() -> None:
-    """Fail when notebooks/ is stale against solutions/ or leaks a solution or hidden test."""
+    """Fail when notebooks/ is stale against solutions/, leaks a solution or hidden test, or is
+    published where learners cannot open it: pyproject's [tool.course] a placeholder, or its tag
+    not in this git repository (whose tags stand for the published repository's)."""
+    from grader import project
+    from grader.prepare import publish
     from grader.prepare import release as mod
 
-    problems = mod.check()
+    pub = publish.current()
+    released = [p.relative_to(project.ROOT).as_posix() for p in sorted(project.NOTEBOOKS.glob("*/*.ipynb"))
+                if not project.is_stray(p.name)]
+    problems = mod.check() + publish.problems(pub, released)
     for line in problems:
         click.echo(f"FAIL {line}", err=True)
     if problems:
         raise SystemExit(1)
-    click.echo("release OK: in sync with solutions/, no solution or hidden test leaked")
+    click.echo(f"release OK: in sync with solutions/, no solution or hidden test leaked, published at"
+               f" {pub.repository} tag {pub.tag}")
 
 
 @cli.command("clean-notebooks", short_help="Strip outputs, execution counts and stray metadata from committed "

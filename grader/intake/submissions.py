@@ -10,6 +10,7 @@ or file that is no student's submission, shown in the results and never recorded
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,8 @@ def _one(student: str, chapter_dir: Path, name: str) -> Submission:
     notebooks = sorted(p for p in chapter_dir.glob("*.ipynb") if not p.name.startswith("."))
     if exact.is_file() or len(notebooks) == 1:
         path = exact if exact.is_file() else notebooks[0]
-        notes = [] if path == exact else [f"graded {path.name} (expected {name})"]
+        handed_in = re.fullmatch(rf"{re.escape(chapter)}-[0-9a-f]{{8}}\.ipynb", path.name)  # what cu.submit() writes
+        notes = [] if path == exact or handed_in else [f"graded {path.name} (expected {name})"]
         extra = sorted(p.name for p in chapter_dir.iterdir() if p != path and not p.name.startswith("."))
         if extra:
             notes.append(f"ignored {len(extra)} other file(s): {', '.join(extra[:5])}")

@@ -30,6 +30,7 @@ from grader.prepare.preprocessors import (
     RestoreKernelspec,
     StripMetadata,
 )
+from grader.prepare.publish import RecordGradedCells, WriteColabInstall
 
 Step = type[Preprocessor]
 
@@ -51,6 +52,8 @@ RELEASE: tuple[Step, ...] = (
     CheckCellMetadata,
     StripMetadata,
     AddColabBadge,
+    WriteColabInstall,
+    RecordGradedCells,
 )
 
 #: A submission before it runs: nbgrader's autograde sanitising steps (its Overwrite* steps

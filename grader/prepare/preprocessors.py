@@ -143,14 +143,14 @@ class AddColabBadge(Preprocessor):
     """Put an "Open in Colab" badge, pointing at the released notebook, on the first cell."""
 
     repository = Unicode(help="https://github.com/OWNER/REPO of the course").tag(config=True)
-    branch = Unicode("main", help="Branch the badge opens.").tag(config=True)
+    ref = Unicode("main", help="The tag (or branch) the badge opens: [tool.course] tag.").tag(config=True)
     path = Unicode(help="Path of the released notebook inside the repository.").tag(config=True)
 
     BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
 
     def badge(self) -> str:
         owner_repo = self.repository.split("github.com/", 1)[-1]
-        url = f"https://colab.research.google.com/github/{owner_repo}/blob/{self.branch}/{self.path}"
+        url = f"https://colab.research.google.com/github/{owner_repo}/blob/{self.ref}/{self.path}"
         return f"[![Open In Colab]({self.BADGE_IMG})]({url})"
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]):

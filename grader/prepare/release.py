@@ -11,7 +11,7 @@ from nbgrader.preprocessors import ClearSolutions, SaveCells
 
 from grader import cells, project
 from grader.exceptions import ReleaseError, SourceError
-from grader.prepare import pipeline
+from grader.prepare import pipeline, publish
 from grader.prepare.preprocessors import AddColabBadge
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,8 @@ def dumps(nb: NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> NotebookNode:
+def build_release(chapter: str, source: Path, *, db_url: str | None = None,
+                  publication: publish.Publication | None = None) -> NotebookNode:
     """Turn a chapter's source notebook into its student release.
 
     Args:
@@ -35,16 +36,17 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None) -> N
         source: path of the source notebook.
         db_url: when given, the chapter's cells (hidden tests included) are also stored in
             this gradebook, as nbgrader's generate_assignment does; grading needs that.
+        publication: where learners open and install it (default: pyproject's ``[tool.course]``).
     """
+    pub = publication or publish.current()
     nb = read(source)
     check_regions(chapter, nb)
     resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
     config = {
         ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
-        AddColabBadge: {
-            "repository": project.repository_url(),
-            "path": f"notebooks/{chapter}/{source.name}",
-        }
+        AddColabBadge: {"repository": pub.repository, "ref": pub.tag, "path": f"notebooks/{chapter}/{source.name}"},
+        publish.WriteColabInstall: {"repository": pub.repository, "tag": pub.tag},
+        publish.RecordGradedCells: {"chapter": chapter},
     }
     skip = () if db_url else (SaveCells,)
     nb, _ = pipeline.run(pipeline.RELEASE, nb, resources, skip=skip, config=config)
