@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +15,11 @@ from grader.cli.app import cli
 from grader.engines.fork import pool as forkpool
 from grader.exceptions import OptionError
 from grader.intake.workspace import Workspace
+from grader.pages import report
+from grader.record import export, review, scores
+from grader.record import gradebook as gbmod
 from grader.record import results as record
+from grader.verdict import outcome
 from grader.verdict.outcome import Report
 
 CH = "01_tensors"
@@ -57,3 +63,39 @@ def test_no_status_but_a_grade_replaces_a_recorded_grade(tmp_path, status):
     recorder.flush()  # the gradebook above cannot even be opened: nothing was written to it
     assert json.loads(path.read_text())["score"] == 90
     assert seen == [report] and report.score == 90 and report.message == "why; the grade recorded earlier is kept"
+
+
+def test_course_grades_csv_and_the_report_say_the_same_status_for_every_chapter(tmp_path):
+    """Not submitted, missing, unreadable, error: a status in both, never a number in one and a word in the other."""
+    source = Path(__file__).parent / "fixtures" / "course" / "solutions" / "00_mini" / "mini.ipynb"
+    work = tmp_path / "work"
+    work.mkdir()
+    db = f"sqlite:///{work / 'gradebook.db'}"
+    gbmod.check(db, create=True)
+    points = outcome.test_points(source)
+    statuses = {("ann", "00_a"): "graded", ("ann", "00_b"): "unreadable", ("bob", "00_a"): "missing",
+                ("cat", "00_a"): "error"}
+    for chapter in ("00_a", "00_b"):
+        gbmod.register_chapter(db, chapter, source)
+    for (student, chapter), status in statuses.items():
+        scores.save(db, [scores.Scores(chapter, source.stem, student, dict.fromkeys(points, 1.0))])
+        path = work / "results" / student / f"{chapter}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"student": student, "chapter": chapter, "status": status, "score": 2.0,
+                                    "max_score": 10.0, "message": "why", "tests": []}))
+    with export.write_grades_csv(db, work / "grades.csv", workdir=work).open(encoding="utf-8") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    head, table = report.student_table(report.build(report.load_results(work), review.read(db)))
+    for line in table:
+        student = line[1]
+        for chapter in ("00_a", "00_b"):
+            cell = line[head.index(chapter)]
+            said = dict(p.split(": ") for p in rows[student]["not_graded"].split(";") if p).get(chapter)
+            if cell == "—":
+                assert said == "not submitted" and rows[student][chapter] == "", (student, chapter)
+            elif said is None:
+                assert rows[student][chapter] == cell, (student, chapter)
+            else:
+                assert said == cell and rows[student][chapter] == "", (student, chapter)
+    assert rows["cat"]["total"] == "incomplete" and rows["ann"]["00_b"] == ""
+
