@@ -1,14 +1,23 @@
-"""What the coordinating process costs per submission, with execution taken out.
+"""What the coordinating process costs per submission: with execution taken out, and on the fork path.
 
 A null engine stands in for the fork children: it returns, for every submission, one execution
 recorded for real (a perfect chapter-01 notebook), so what is measured is only the coordinator's
 own work -- intake, preparation, the verdict, the gradebook and result files -- through the fork
-engine's path (``--jobs 2``: two worker threads hand results back as they would from children). The batch is graded twice in fresh workspaces (``--students`` and twice as many), and the
+engine's path (``--jobs 2``: two worker threads hand results back as they would from children).
+The batch is graded twice in fresh workspaces (``--students`` and twice as many), and the
 marginal cost per submission is the difference divided by the extra submissions, so start-up
 (imports, releases, the chapter's registration) is left out. Printed: submissions per second and
 the coordinator's CPU milliseconds per submission (its own process, children excluded).
 
-    python benchmarks/coordinator.py [--students 1000] [--db-url postgresql://...]
+With ``--fork N`` the real fork path is measured first, as ``course grade --engine fork --jobs 2``
+runs it: N, then 3 × N chapter-01 submissions (the solution's run cached, the warm servers started
+and stopped by each batch), and the marginal CPU of the grading process itself between the two
+(the zygote, its servers and their children excluded), with the marginal submissions per second.
+
+Logging is set up as ``course`` sets it up (warnings, nbgrader's chatter off), so that what is
+timed is what ``course grade`` does.
+
+    python benchmarks/coordinator.py [--students 1000] [--fork 40] [--db-url postgresql://...]
 
 Not a timed test: compare figures from one run.
 """
@@ -30,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 import nbformat  # noqa: E402
 
 from grader import grade, project, samples  # noqa: E402
+from grader.cli.base import setup_logging  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
 from grader.engines.fork import pool as forkpool  # noqa: E402
 from grader.execute import watchdog  # noqa: E402
@@ -54,29 +64,52 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_batch(tmp: Path, students: int, db_url: str | None) -> tuple[float, float, int]:
-    """Grade ``students`` copies with the null engine; (wall s, CPU s, graded)."""
-    subs, work = tmp / f"subs-{students}", tmp / f"work-{students}"
+def timed_batch(tmp: Path, students: int, db_url: str | None, tag: str = "null") -> tuple[float, float, int]:
+    """Grade ``students`` copies on the fork path; (wall s, CPU s of this process, scored full)."""
+    subs, work = tmp / f"subs-{tag}-{students}", tmp / f"work-{tag}-{students}"
     # students of their own, new to the gradebook: one PostgreSQL database may serve both batches and
     # several runs, and each still measures new submissions (not the regrade of an earlier run's)
-    write_batch(subs, students, prefix=f"b{students}-{RUN}-")
+    write_batch(subs, students, prefix=f"{tag}{students}-{RUN}-")
     shutil.copytree(tmp / "warm" / "reference", work / "reference")  # the solution's run, cached
     wall, cpu = time.perf_counter(), cpu_seconds()
     reports = grade.main(subs, work, db_url=db_url, jobs=2, engine="fork")
+    forkpool.shutdown()  # as the command ends: its servers stop
     return time.perf_counter() - wall, cpu_seconds() - cpu, sum(r.status == "graded" and r.score == r.max_score
                                                                  for r in reports)
 
 
+def marginal(title: str, small: tuple[float, float, int], large: tuple[float, float, int], n: int, big: int) -> None:
+    """Print both batches and the marginal figures between them."""
+    wall = (large[0] - small[0]) / (big - n)
+    cpu = (large[1] - small[1]) / (big - n)
+    print(title)
+    for count, (w, c, ok) in ((n, small), (big, large)):
+        print(f"  {count:5d} submissions: {w:7.1f} s wall, {c:7.1f} s CPU, {ok} scored full")
+    print(f"  marginal: {1 / wall if wall > 0 else float('inf'):.1f} submissions/s, "
+          f"{1000 * cpu:.1f} ms of coordinator CPU per submission")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--students", type=int, default=1000, help="submissions in the smaller batch (default 1000)")
+    parser.add_argument("--students", type=int, default=1000, help="submissions in the smaller null-engine batch "
+                                                                   "(default 1000)")
+    parser.add_argument("--fork", type=int, default=0, metavar="N",
+                        help="also measure the real fork path: N, then 3 x N submissions (0: not measured; docs/engines.md gives 40)")
     parser.add_argument("--db-url", default=None, help="gradebook URL (default: SQLite in each workspace); "
                                                        "each batch writes students of its own")
     args = parser.parse_args(argv)
+    setup_logging(0)
+    gradebook = "SQLite" if not args.db_url else args.db_url.split(":")[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-coordinator-"))
     try:
         write_batch(tmp / "warm-subs", 1)  # one real execution: the reference and the canned notebook
         grade.main(tmp / "warm-subs", tmp / "warm", jobs=1, engine="fork")
+        forkpool.shutdown()
+        if args.fork:
+            small = timed_batch(tmp, args.fork, args.db_url, tag="fork")
+            large = timed_batch(tmp, 3 * args.fork, args.db_url, tag="fork")
+            marginal(f"fork engine, --jobs 2, {CHAPTER}, gradebook {gradebook} (target: <= 10 ms)",
+                     small, large, args.fork, 3 * args.fork)
         executed = next((tmp / "warm" / "autograded").rglob("*.ipynb"))
         canned = nbformat.read(str(executed), as_version=4)
 
@@ -85,17 +118,10 @@ def main(argv: list[str] | None = None) -> None:
 
         watchdog.execute_notebook = null_engine
         forkpool.prestart = lambda *a, **k: None  # no warm server: nothing is executed
-        forkpool.shutdown()
         small = timed_batch(tmp, args.students, args.db_url)
         large = timed_batch(tmp, 2 * args.students, args.db_url)
-        extra = args.students
-        wall = (large[0] - small[0]) / extra
-        cpu = (large[1] - small[1]) / extra
-        print(f"null engine, {CHAPTER}, gradebook {'SQLite' if not args.db_url else args.db_url.split(':')[0]}")
-        for n, (w, c, ok) in ((args.students, small), (2 * args.students, large)):
-            print(f"  {n:5d} submissions: {w:7.1f} s wall, {c:7.1f} s CPU, {ok} scored full")
-        print(f"marginal: {1 / wall if wall > 0 else float('inf'):.1f} submissions/s, "
-              f"{1000 * cpu:.1f} ms of coordinator CPU per submission (target: >= 100/s, <= 10 ms)")
+        marginal(f"null engine, {CHAPTER}, gradebook {gradebook} (target: >= 100/s, <= 10 ms)",
+                 small, large, args.students, 2 * args.students)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

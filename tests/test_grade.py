@@ -303,6 +303,27 @@ def test_what_a_fork_server_preloads_never_makes_a_recorded_result_stale(mini_so
     assert reference.fingerprint(source, plain, "fork", "r") != reference.fingerprint(source, preloaded, "fork", "r")
 
 
+def test_a_result_key_worked_out_once_per_chapter_is_the_key_results_were_recorded_with(mini_solutions):
+    """A batch hashes each chapter's source once for all its submissions: the keys are those the
+    workspace's recorded results carry (each part hashed, then the hashes), so nothing is graded again."""
+    import dataclasses
+    import hashlib
+
+    from grader.engines.execution import ExecOptions, options_key
+    from grader.record import fingerprints
+
+    source = next(mini_solutions.glob("*/*.ipynb"))
+    options, raw = ExecOptions(cell_timeout=30), b'{"cells": []}'
+    settings = source.parent / "grading.toml"
+    parts = [raw, source.read_bytes(), options_key(dataclasses.asdict(fingerprints.chapter_options(options, source.parent))),
+             fingerprints.GRADER_REVISION.encode(), settings.read_bytes() if settings.is_file() else b""]
+    recorded = hashlib.sha256(b"".join(hashlib.sha256(p).digest() for p in parts)).hexdigest()[:32]
+    once = fingerprints.chapter_part(source, options)
+    assert fingerprints.result_key(raw, source, options) == recorded
+    assert fingerprints.result_key(raw, source, options, once) == recorded
+    assert fingerprints.result_key(b"{}", source, options, once) != recorded
+
+
 def test_a_workspace_graded_without_preload_takes_a_batch_that_preloads(tmp_path, mini_solutions):
     """What the workspace remembers of a chapter-01 batch, read back by a chapter-08 batch: the
     same options, so its recorded results are neither "graded with other options" nor stale."""

@@ -165,3 +165,51 @@ def test_a_prepared_notebook_is_notebooknodes_all_through(tmp_path):
     assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in out.cells].count(deleted) == 1
     assert len([c for c in out.cells if "injected-parameters" in c.metadata.tags]) == 1
     assert plain_dicts(out) == []
+
+
+def test_a_test_cell_met_again_is_restored_as_nbgraders_step_restores_it_without_its_checksums_again(tmp_path):
+    """Every submission carries the release's test cells: nbgrader's OverwriteCells computes their
+    checksums twice each and restores their hidden part. A cell met again in the batch comes out as
+    nbgrader's own step (reading the gradebook) makes it, with the same warnings, and costs no checksum."""
+    import logging
+
+    from nbgrader import utils
+
+    from grader.prepare import pipeline, preprocessors
+    from grader.prepare.preprocessors import RestoreCells
+    from grader.record import gradebook
+
+    chapter, source = "01_tensors", project.source_notebook("01_tensors")
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    release = gradebook.register_chapter(db_url, chapter, source)
+    snapshot = gradebook.chapter_cells(db_url, chapter, source.stem)
+    nb = nbformat.reads(nbformat.writes(release), as_version=4)
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.metadata.nbgrader.get("locked"))
+    test.source += "\nassert True  # a learner's edit of a locked cell"
+
+    def restore(snapshot):
+        resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url},
+                     "course": {"gradebook": snapshot} if snapshot is not None else {}}
+        warned: list[str] = []
+        handler = logging.Handler()
+        handler.emit = lambda record: warned.append(record.getMessage())
+        logger = RestoreCells().log
+        logger.addHandler(handler)
+        try:
+            out = pipeline.run([RestoreCells], copy.deepcopy(nb), resources)[0]
+        finally:
+            logger.removeHandler(handler)
+        return out, sorted(warned)
+
+    theirs = restore(None)  # nbgrader's own step, reading the gradebook
+    preprocessors._RESTORED.clear()
+    first = restore(snapshot)
+    real, computed = utils.compute_checksum, []
+    utils.compute_checksum = lambda cell: computed.append(cell) or real(cell)
+    try:
+        again = restore(snapshot)
+    finally:
+        utils.compute_checksum = real
+    assert first == theirs == again
+    assert any("checksum" in w for w in theirs[1])
+    assert computed == []

@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import nbformat
 from nbformat import NotebookNode
@@ -58,6 +58,8 @@ def read_submission(path: Path) -> NotebookNode:
         major, minor = get_version(data)
         if major not in nbformat.versions:
             raise nbformat.NBFormatError(f"Unsupported nbformat version {major}")
+        if major == 4:
+            _join_sources(data)
         try:
             nb = nbformat.versions[major].to_notebook_json(data, minor=minor)
         except AttributeError as exc:
@@ -67,6 +69,19 @@ def read_submission(path: Path) -> NotebookNode:
     except Exception as exc:
         raise ValueError(f"the notebook could not be read ({type(exc).__name__}: {exc})") from None
     return nb
+
+
+def _join_sources(data: dict) -> None:
+    """Each cell's source given as a list of lines (as files hold it) joined into one string, before
+    nbformat makes a node of every line and joins them itself (``rejoin_lines``): the same notebook,
+    without the nodes that cost most of reading it. Anything else is left to nbformat, its errors too."""
+    notebook_cells = data.get("cells")
+    if not isinstance(notebook_cells, list):
+        return
+    for cell in notebook_cells:
+        source = cell.get("source") if isinstance(cell, dict) else None
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            cell["source"] = "".join(source)
 
 
 #: cells found valid, per (nbformat, nbformat_minor), as their sorted JSON
@@ -133,17 +148,11 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
     ``registered`` is the chapter's cells as the gradebook holds them (read once per batch, by
     the caller: preparing reads no gradebook).
     """
-    release_meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
-    release_ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
-    pairs, answer = {}, None
-    for c in release.cells:
-        if cells.is_solution(c):
-            answer = cells.grade_id(c)
-        elif cells.is_test(c) and answer:
-            pairs[cells.grade_id(c)] = answer
+    known = _release_facts(release)
     resources = {
         "nbgrader": {"notebook": notebook, "assignment": chapter, "db_url": db_url},
-        "course": {"release_meta": release_meta, "release_ids": release_ids, "pairs": pairs, "gradebook": registered},
+        "course": {"release_meta": dict(known.meta), "release_ids": dict(known.ids), "pairs": dict(known.pairs),
+                   "gradebook": registered},
     }
     nb, resources = pipeline.run(
         pipeline.SANITIZE, nb, resources, config={RestoreCells: {"add_missing_cells": True}}
@@ -159,7 +168,8 @@ def prepare(nb: NotebookNode, chapter: str, notebook: str, db_url: str, release:
 
 def learner_findings(nb: NotebookNode, release: NotebookNode) -> list[Finding]:
     """Suspicious code in the cells the learner wrote (answer cells and any cell added)."""
-    texts, shapes = _released_code(release)
+    known = _release_facts(release)
+    texts, shapes = known.texts, known.shapes
     found: list[Finding] = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or cells.is_test(cell) or cells.has_tag(cell, "injected-parameters"):
@@ -178,16 +188,42 @@ def _scan(text: str) -> tuple[Finding, ...]:
     return tuple(scan(text))
 
 
-_released: dict[int, tuple[NotebookNode, set[str], set[str]]] = {}
+class _Release(NamedTuple):
+    """What preparing reads from a chapter's release, worked out once per release (every submission
+    of a batch is prepared against the same one)."""
+
+    release: NotebookNode
+    meta: dict[str, dict]  # grade_id -> its nbgrader metadata
+    ids: dict[str, str]  # cell id -> grade_id
+    pairs: dict[str, str]  # a test's grade_id -> its answer's
+    texts: set[str]  # the code cells' texts
+    shapes: set[str]  # the code cells' code shapes
+    exercise_ids: set[str]  # the grade_ids and marked ids that say which chapter a notebook is
 
 
-def _released_code(release: NotebookNode) -> tuple[set[str], set[str]]:
-    """The release's code cells, as texts and as code shapes (worked out once per release)."""
-    known = _released.get(id(release))
-    if known is None or known[0] is not release:
-        sources = [cells.source_text(c) for c in release.cells if c.cell_type == "code"]
-        known = _released[id(release)] = (release, {_newlines(s) for s in sources}, {_code_shape(s) for s in sources})
-    return known[1], known[2]
+_releases: dict[int, _Release] = {}
+MAX_RELEASES = 64  # releases remembered (a batch has one per chapter); past it, forgotten and worked out again
+
+
+def _release_facts(release: NotebookNode) -> _Release:
+    known = _releases.get(id(release))
+    if known is not None and known.release is release:
+        return known
+    meta = {cells.grade_id(c): cells.nbgrader_meta(c) for c in release.cells if cells.grade_id(c)}
+    ids = {c.id: cells.grade_id(c) for c in release.cells if cells.grade_id(c) and c.get("id")}
+    pairs, answer = {}, None
+    for c in release.cells:
+        if cells.is_solution(c):
+            answer = cells.grade_id(c)
+        elif cells.is_test(c) and answer:
+            pairs[cells.grade_id(c)] = answer
+    sources = [cells.source_text(c) for c in release.cells if c.cell_type == "code"]
+    known = _Release(release, meta, ids, pairs, {_newlines(s) for s in sources}, {_code_shape(s) for s in sources},
+                     _exercise_ids(release))
+    if len(_releases) >= MAX_RELEASES:
+        _releases.clear()
+    _releases[id(release)] = known
+    return known
 
 
 def _newlines(source: str) -> str:
@@ -206,21 +242,23 @@ def _code_shape(source: str) -> str:
 
 def chapter_belongs(nb: NotebookNode, release: NotebookNode, others: dict[str, NotebookNode]) -> str | None:
     """None when ``nb`` is a notebook of the release's chapter, else a sentence saying why not."""
-    def ids(notebook: NotebookNode) -> set[str]:
-        out = set()
-        for c in notebook.cells:
-            gid = cells.grade_id(c)
-            if gid:
-                out.add(gid)
-            m = cells.marker(c)
-            if m:
-                out.add(m[1])
-        return out
-
-    mine, theirs = ids(release), ids(nb)
+    mine, theirs = _release_facts(release).exercise_ids, _exercise_ids(nb)
     if mine & theirs or not theirs:
         return None
     for chapter, other in others.items():
-        if ids(other) & theirs:
+        if _release_facts(other).exercise_ids & theirs:
             return f"this is a notebook of chapter {chapter}, not of this chapter"
     return "no exercise of this chapter was found in the notebook"
+
+
+def _exercise_ids(notebook: NotebookNode) -> set[str]:
+    """The grade_ids of a notebook's cells, and the ids their release markers name."""
+    out = set()
+    for c in notebook.cells:
+        gid = cells.grade_id(c)
+        if gid:
+            out.add(gid)
+        m = cells.marker(c)
+        if m:
+            out.add(m[1])
+    return out

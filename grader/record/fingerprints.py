@@ -24,21 +24,26 @@ if TYPE_CHECKING:
 GRADER_REVISION = "3"
 
 
-def fingerprint(*parts: bytes) -> str:
-    """A short hash of ``parts``, each hashed on its own first (no two splits of the same bytes agree)."""
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(hashlib.sha256(part).digest())
+def result_key(raw: bytes, source: Path, options: ExecOptions, chapter: tuple[bytes, ...] | None = None) -> str:
+    """What a recorded result depends on: the submitted file, the chapter source, the options that
+    can change a grade (the chapter's own ``grading.toml`` applied) and the grader's revision.
+
+    ``chapter`` is :func:`chapter_part` of the same source and options, when the caller worked it
+    out once for the chapter's submissions; the key is the same either way."""
+    h = hashlib.sha256(hashlib.sha256(raw).digest())  # each part hashed on its own first: no two
+    for digest in chapter if chapter is not None else chapter_part(source, options):
+        h.update(digest)  # splits of the same bytes agree
     return h.hexdigest()[:32]
 
 
-def result_key(raw: bytes, source: Path, options: ExecOptions) -> str:
-    """What a recorded result depends on: the submitted file, the chapter source, the options that
-    can change a grade (the chapter's own ``grading.toml`` applied) and the grader's revision."""
+def chapter_part(source: Path, options: ExecOptions) -> tuple[bytes, ...]:
+    """The hashes of what a result key takes from the chapter rather than the submission: its
+    source, the options with its ``grading.toml`` applied, the grader's revision, its rules."""
     chapter_opts = asdict(chapter_options(options, source.parent))
     settings = source.parent / "grading.toml"  # its rules too (grader.verdict.rules)
-    return fingerprint(raw, source.read_bytes(), options_key(chapter_opts), GRADER_REVISION.encode(),
-                       settings.read_bytes() if settings.is_file() else b"")
+    parts = (source.read_bytes(), options_key(chapter_opts), GRADER_REVISION.encode(),
+             settings.read_bytes() if settings.is_file() else b"")
+    return tuple(hashlib.sha256(part).digest() for part in parts)
 
 
 def remembered_options(ws: Workspace, base: ExecOptions) -> ExecOptions | None:

@@ -21,7 +21,7 @@ from grader.exceptions import OptionError
 from grader.intake.submissions import Submission
 from grader.intake.workspace import Workspace, describe_change
 from grader.record import scores
-from grader.record.fingerprints import chapter_options, remembered_options, result_key
+from grader.record.fingerprints import chapter_options, chapter_part, remembered_options, result_key
 from grader.record.scores import Scores
 from grader.verdict.judge import TestResult
 from grader.verdict.outcome import Report, error_name, see_log, test_points
@@ -191,20 +191,26 @@ def already_graded(ws: Workspace, db_url: str, found: list[Submission], sources:
     recorded = {c: scores.totals(db_url, c) for c in {s.chapter for s in found if s.path is not None}}
     before = remembered_options(ws, base)
     changed = 0  # recorded results these options would re-grade (same file, same chapter source)
+    chapters: dict[str, tuple[ExecOptions, tuple[bytes, ...]]] = {}  # worked out once per chapter:
+    before_parts: dict[str, tuple[bytes, ...]] = {}  # its options, what its keys take from it
     for sub in found:
         if sub.path is None:
             continue
         source = sources[sub.chapter]
-        options = asdict(chapter_options(base, source.parent))
+        if sub.chapter not in chapters:
+            chapters[sub.chapter] = (chapter_options(base, source.parent), chapter_part(source, base))
+        options, part = chapters[sub.chapter]
         raw = sub.path.read_bytes()
-        fp = result_key(raw, source, base)
+        fp = result_key(raw, source, base, part)
         kept = cached(ws, sub, fp, recorded[sub.chapter])
         if kept is not None and not force:
             reports.append(kept)
             continue
         if before is not None and not force:
-            changed += recorded_fingerprint(ws, sub) == result_key(raw, source, before)
-        candidates.append((sub, options, raw, fp))
+            if sub.chapter not in before_parts:
+                before_parts[sub.chapter] = chapter_part(source, before)
+            changed += recorded_fingerprint(ws, sub) == result_key(raw, source, before, before_parts[sub.chapter])
+        candidates.append((sub, asdict(options), raw, fp))
     if changed:
         shown = {k: v for k, v in asdict(base).items() if k not in NOT_GRADING}
         was = {k: v for k, v in asdict(before).items() if k not in NOT_GRADING}
