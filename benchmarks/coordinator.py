@@ -14,10 +14,13 @@ runs it: N, then 3 × N chapter-01 submissions (the solution's run cached, the w
 and stopped by each batch), and the marginal CPU of the grading process itself between the two
 (the zygote, its servers and their children excluded), with the marginal submissions per second.
 
+With ``--stages`` the null-engine batches also print where the coordinator's CPU goes, stage by
+stage (each stage's own thread CPU per submission, over both batches; start-up included).
+
 Logging is set up as ``course`` sets it up (warnings, nbgrader's chatter off), so that what is
 timed is what ``course grade`` does.
 
-    python benchmarks/coordinator.py [--students 1000] [--fork 40] [--db-url postgresql://...]
+    python benchmarks/coordinator.py [--students 1000] [--fork 40] [--stages] [--db-url postgresql://...]
 
 Not a timed test: compare figures from one run.
 """
@@ -25,6 +28,8 @@ Not a timed test: compare figures from one run.
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import resource
 import secrets
 import shutil
@@ -43,7 +48,10 @@ from grader.cli.base import setup_logging  # noqa: E402
 from grader.engines.execution import Execution  # noqa: E402
 from grader.engines.fork import pool as forkpool  # noqa: E402
 from grader.execute import watchdog  # noqa: E402
+from grader.prepare import pipeline, submission  # noqa: E402
 from grader.prepare.release import dumps  # noqa: E402
+from grader.record import results, scores  # noqa: E402
+from grader.verdict import judge, rules  # noqa: E402
 
 CHAPTER = "01_tensors"
 RUN = secrets.token_hex(3)
@@ -78,6 +86,34 @@ def timed_batch(tmp: Path, students: int, db_url: str | None, tag: str = "null")
                                                                  for r in reports)
 
 
+def timed_stages() -> collections.Counter:
+    """Wrap the coordinator's per-submission stages so that each adds its thread CPU to the counter
+    returned (a stage inside another counts in both)."""
+    spent: collections.Counter = collections.Counter()
+
+    def timed(name, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.thread_time() - start
+        return wrapper
+
+    steps = [(step, "preprocess", f"  {step.__name__}") for step in pipeline.SANITIZE]
+    stages = [(grade, "read_submission", "read the submission"), (grade, "chapter_belongs", "check its chapter"),
+              (grade, "prepare", "prepare: sanitise, put the tests in"), *steps,
+              (submission, "grading_notebook", "  the tests put in"), (grade, "learner_findings", "static scan"),
+              (grade.outcome, "scored", "verdict, executed notebook written"), (rules, "violation", "  rules about how"),
+              (judge, "judge", "  the checks compared"), (results.Recorder, "flush", "record: gradebook, result files"),
+              (scores, "save", "  the gradebook")]
+    for owner, name, label in stages:
+        spent[label] = 0.0  # printed in this order
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    return spent
+
+
 def marginal(title: str, small: tuple[float, float, int], large: tuple[float, float, int], n: int, big: int) -> None:
     """Print both batches and the marginal figures between them."""
     wall = (large[0] - small[0]) / (big - n)
@@ -95,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                                                                    "(default 1000)")
     parser.add_argument("--fork", type=int, default=0, metavar="N",
                         help="also measure the real fork path: N, then 3 x N submissions (0: not measured; docs/engines.md gives 40)")
+    parser.add_argument("--stages", action="store_true", help="print the null engine's CPU stage by stage")
     parser.add_argument("--db-url", default=None, help="gradebook URL (default: SQLite in each workspace); "
                                                        "each batch writes students of its own")
     args = parser.parse_args(argv)
@@ -118,10 +155,15 @@ def main(argv: list[str] | None = None) -> None:
 
         watchdog.execute_notebook = null_engine
         forkpool.prestart = lambda *a, **k: None  # no warm server: nothing is executed
+        spent = timed_stages() if args.stages else None
         small = timed_batch(tmp, args.students, args.db_url)
         large = timed_batch(tmp, 2 * args.students, args.db_url)
         marginal(f"null engine, {CHAPTER}, gradebook {gradebook} (target: >= 100/s, <= 10 ms)",
                  small, large, args.students, 2 * args.students)
+        if spent is not None:
+            print("  by stage, ms of CPU per submission (both batches):")
+            for label, seconds in spent.items():
+                print(f"    {1000 * seconds / (3 * args.students):6.2f}  {label}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
