@@ -15,7 +15,8 @@ source notebook (``solutions/*/*.ipynb``):
    needs <an amount> memory"; "cheap(er)", "expensive", "costly", "is free", "for free",
    "costs nothing" claim either. A word in another sense ("rounds halves to even", "6x" in a
    formula, "used several times") is not a claim.
-2. **Measurements.** The first code cell after it (markdown cells in between are skipped)
+2. **Measurements.** The first code cell after it (markdown cells and a learner's prediction,
+   ``guess = ...``, in between are skipped)
    measures a speed when it calls a clock or a timer: ``time.perf_counter`` (and ``time``,
    ``monotonic``, ``process_time``, their ``_ns`` forms), ``timeit``, ``torch.utils.benchmark``
    (``Timer``, ``blocked_autorange``, ``adaptive_autorange``, ``timeit``), ``%timeit``, or a
@@ -83,6 +84,8 @@ TIMERS = {"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "mo
           "adaptive_autorange"}
 TIMER_MODULES = {"time", "timeit", "benchmark"}
 TIMER_METHODS = {"timeit", "blocked_autorange", "adaptive_autorange"}  # on any object: a Timer's
+#: A learner's prediction (``guess = ...``) measures nothing: the code cell after it does.
+GUESS = re.compile(r"guess = \.\.\.(?:  #[^\n]*)?")
 SIZE_WORDS = {"numel", "element_size", "nbytes", "itemsize", "untyped_storage", "getsizeof",
               "tracemalloc", "memory_allocated", "memory_reserved", "max_memory_allocated",
               "mem_get_info", "total_memory", "data_ptr", "shares_memory"}
@@ -215,7 +218,7 @@ def problems_in_cells(cells: list[Any], label: str = "") -> list[str]:
     nxt = None
     for i in range(len(cells) - 1, -1, -1):
         code_after[i] = nxt
-        if cells[i].get("cell_type") == "code":
+        if cells[i].get("cell_type") == "code" and not GUESS.fullmatch(_source(cells[i]).strip()):
             nxt = _source(cells[i])
     for i, cell in enumerate(cells):
         if cell.get("cell_type") == "code":

@@ -8,6 +8,7 @@ from course_utils.checks import (
     raises,
 )
 from course_utils.env import in_colab, is_grading, pick_device, setup
+from course_utils.predict import reveal
 
 __all__ = [
     "AnswerError",
@@ -20,6 +21,7 @@ __all__ = [
     "is_grading",
     "pick_device",
     "raises",
+    "reveal",
     "setup",
     "show_broadcast",
     "show_grid",

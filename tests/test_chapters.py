@@ -113,6 +113,7 @@ BADGE = "⟡ Go deeper (optional)"
 TIME_RE = re.compile(r"\*\*Time\*\*: about (\d+) minutes on the core path")
 HEADING_RE = re.compile(r"^(#+) ")
 PREDICT = "**Predict:**"
+GUESS_RE = re.compile(r"guess = \.\.\.  # your prediction: [^\n]+")
 
 
 def core_minutes(nb) -> int | None:
@@ -143,7 +144,9 @@ def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_
     """The first markdown cell: time, what you will be able to do, core path. A deep dive's heading
     carries BADGE and exactly its section's cells are tagged "optional" (no exercise among them);
     skipping them leaves every name a later cell reads defined. At least three **Predict:** lines,
-    each a cell of its own right before the code cell whose asserts answer it."""
+    each a cell of its own, then a cell where the learner commits to a guess (``guess = ...``, blank
+    in the source, so a headless run goes through), then the code cell whose asserts answer it and
+    that tells the learner whether the guess was right (``cu.reveal(guess, ...)``)."""
     nb = source(chapter)
     first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
     assert core_minutes(nb), "the first cell does not say 'Time: about N minutes on the core path'"
@@ -174,9 +177,13 @@ def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_
     predicts = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and cells.source_text(c).startswith(PREDICT)]
     assert len(predicts) >= 3, f"{len(predicts)} **Predict:** questions, not 3"
     for i in predicts:
-        question, after = cells.source_text(nb.cells[i]).strip(), nb.cells[i + 1]
+        question, guess = cells.source_text(nb.cells[i]).strip(), nb.cells[i + 1]
         assert "\n" not in question and question.endswith("?"), f"cell {i}: a prediction is one line, a question"
-        assert after.cell_type == "code" and re.search(r"\bassert\b|raises\(", cells.source_text(after)), f"cell {i}: the next cell does not assert the answer"
+        assert guess.cell_type == "code" and GUESS_RE.fullmatch(cells.source_text(guess).strip()), (
+            f"cell {i + 1}: a prediction is followed by a cell holding only `guess = ...  # your prediction: ...`")
+        after = nb.cells[i + 2]
+        assert after.cell_type == "code" and re.search(r"\bassert\b|raises\(", cells.source_text(after)), f"cell {i}: the cell after the guess does not assert the answer"
+        assert "cu.reveal(guess, " in cells.source_text(after), f"cell {i + 2}: the cell after the guess does not reveal it"
 
 
 def test_the_core_path_of_the_course_takes_six_to_eight_hours():

@@ -117,3 +117,9 @@ def test_a_silence_on_a_cell_that_claims_nothing_is_an_error():
 )
 def test_words_in_another_sense_are_not_claims(sentence):
     assert claim_lint.claims_in(sentence) == []
+
+
+def test_a_learners_guess_cell_between_a_claim_and_its_measurement_is_skipped():
+    timed = code("import time\nt0 = time.perf_counter()\nx = sum(range(10))\nassert time.perf_counter() - t0 < 1")
+    guess = code("guess = ...  # your prediction: a number of seconds")
+    assert lint(md("Summing ten numbers takes under a second."), guess, timed) == []
