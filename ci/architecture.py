@@ -54,7 +54,8 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
-        "verdict.reference", "verdict.rules", "verdict.hints", "verdict.library_messages")),
+        "verdict.reference", "verdict.rules.rule", "verdict.rules.reading", "verdict.rules.bindings", "verdict.rules.names",
+        "verdict.rules.checks", "verdict.hints", "verdict.library_messages")),
     "record": ("the gradebook, result files, CSV exports", (
         "record.results", "record.scores", "record.gradebook", "record.fingerprints", "record.review",
         "record.export")),

@@ -1,0 +1,103 @@
+"""Which statements of a notebook the graded function reaches, as Python binds names cell after cell."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+from grader.verdict.rules.reading import Cell, Statement
+
+BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(eq=False)
+class Placed:
+    """A statement where it runs: its position in the notebook and its cell's grade_id."""
+
+    statement: Statement
+    position: int
+    cell: str | None
+
+
+class Bindings:
+    """Every binding the cells before a test make, in order (the latest plain one wins)."""
+
+    def __init__(self, cells: list[tuple[str | None, Cell]]):
+        self.placed: list[Placed] = []
+        self.binds: dict[str, list[tuple[Placed, bool]]] = {}
+        self.opaque: list[Placed] = []
+        self.stars: list[Placed] = []
+        self.writers: dict[str, list[Placed]] = {}
+        self.writes = frozenset(name for _, cell in cells for name in cell.writes)
+        for gid, cell in cells:
+            for statement in cell.statements:
+                here = Placed(statement, len(self.placed), gid)
+                self.placed.append(here)
+                for name, plain in statement.binds.items():
+                    self.binds.setdefault(name, []).append((here, plain))
+                for attr in statement.attrs_written:
+                    self.writers.setdefault(attr, []).append(here)
+                if statement.opaque:
+                    self.opaque.append(here)
+                if statement.star:
+                    self.stars.append(here)
+
+    def candidates(self, name: str) -> list[Placed]:
+        """The statements whose binding of ``name`` the test may meet: the latest unconditional one,
+        every conditional one after it, and what may bind any name after it (``exec``, ``%run``;
+        a star import for a name nothing else binds and no builtin is)."""
+        found = self.binds.get(name, [])
+        last = max((p.position for p, plain in found if plain), default=-1)
+        out = [p for p, _ in found if p.position >= last]
+        out += [p for p in self.opaque if p.position > last]
+        if not found and name not in BUILTINS:
+            out += self.stars
+        return out
+
+    def imports(self, name: str) -> list[str]:
+        """The qualified names ``name`` is bound to by the imports among its candidates
+        (``F`` -> ``torch.nn.functional``)."""
+        out = []
+        for p in self.candidates(name):
+            node = p.statement.node
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                out += [q for alias, q in imported(node) if alias == name]
+        return out
+
+    def reach(self, functions: tuple[str, ...]) -> tuple[list[Placed], set[str]]:
+        """The statements the graded ``functions`` reach (their bindings first, then the candidates
+        of every global name they read and of every attribute they use that a statement assigns),
+        and the global names followed."""
+        seen: list[Placed] = []
+        ids: set[int] = set()
+        names: set[str] = set()
+        todo: list[Placed] = []
+        for fn in functions:
+            names.add(fn)
+            todo += self.candidates(fn)
+        while todo:
+            here = todo.pop(0)
+            if id(here) in ids:
+                continue
+            ids.add(id(here))
+            seen.append(here)
+            for name in sorted(here.statement.reads - names):
+                names.add(name)
+                todo += self.candidates(name)
+            for attr in used_attributes(here.statement.node) & self.writers.keys():
+                todo += self.writers[attr]
+        return seen, names
+
+
+def imported(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """(name bound, qualified name it holds) for each alias of an import: ``import a.b`` binds ``a``
+    to ``a``; ``import a.b as c`` binds ``c`` to ``a.b``; ``from a import b`` binds ``b`` to ``a.b``."""
+    if isinstance(node, ast.Import):
+        return [(a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0]) for a in node.names]
+    base = "." * node.level + (node.module or "")
+    return [(a.asname or a.name, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*"]
+
+
+def used_attributes(node: ast.AST) -> set[str]:
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
