@@ -29,7 +29,8 @@ class Bindings:
         self.opaque: list[Placed] = []
         self.stars: list[Placed] = []
         self.writers: dict[str, list[Placed]] = {}
-        self.writes = frozenset(name for _, cell in cells for name in cell.writes)
+        written = {name: code for _, cell in cells for name, code in cell.writes.items()}
+        self.writes = frozenset(written)
         for gid, cell in cells:
             for statement in cell.statements:
                 here = Placed(statement, len(self.placed), gid)
@@ -38,7 +39,7 @@ class Bindings:
                     self.binds.setdefault(name, []).append((here, plain))
                 for attr in statement.attrs_written:
                     self.writers.setdefault(attr, []).append(here)
-                if statement.opaque:
+                if statement.opaque or any(written[m].patches for m in statement.imports & written.keys()):
                     self.opaque.append(here)
                 if statement.star:
                     self.stars.append(here)
@@ -85,8 +86,11 @@ class Bindings:
             for name in sorted(here.statement.reads - names):
                 names.add(name)
                 todo += self.candidates(name)
-            for attr in used_attributes(here.statement.node) & self.writers.keys():
+            used = used_attributes(here.statement.node)
+            for attr in used & self.writers.keys():
                 todo += self.writers[attr]
+            if used:  # `setattr(torch.Tensor, "flip", ...)`, `exec(...)`: any attribute may be changed
+                todo += self.opaque
         return seen, names
 
 

@@ -7,7 +7,7 @@ import functools
 import logging
 import re
 import symtable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +23,12 @@ INERT_LINE_MAGICS = frozenset({
     "precision", "xmode", "history", "hist", "colors", "lsmagic", "magic", "page", "pinfo", "pinfo2", "pdoc",
     "psource", "pfile", "pdef", "psearch", "clear", "tb", "sx", "system", "sc", "dhist", "dirs", "pprint",
     "quickref", "doctest_mode", "automagic", "notebook", "pdb", "load", "reset", "reset_selective", "mkdir", "cat",
-    "more", "less", "rm", "ldir", "cp", "mv", "lf", "lk", "ll", "lx", "rmdir", "man"})
+    "more", "less", "rm", "ldir", "cp", "mv", "lf", "lk", "ll", "lx", "rmdir", "man", "load_ext"})
 #: names whose use anywhere in a statement may bind any name at run time
-OPAQUE_NAMES = frozenset({"exec", "eval", "setattr", "delattr", "globals", "vars", "locals", "get_ipython",
-                          "builtins", "__builtins__", "__import__", "importlib", "__main__"})
+OPAQUE_NAMES = frozenset({"exec", "eval", "setattr", "delattr", "globals", "vars", "locals", "get_ipython"})
+#: namespaces that bind names when written (``builtins.x = f``, ``sys.modules[...] = m``), not when looked in
+WRITTEN_NAMES = frozenset({"builtins", "__builtins__", "__main__"})
 OPAQUE_ATTRS = frozenset({"__setattr__", "__globals__", "f_globals", "f_locals", "user_ns"})
-#: namespaces that bind names only when written (``sys.modules[...] = m``), not when looked in
 WRITTEN_ATTRS = frozenset({"__dict__", "modules"})
 
 
@@ -42,6 +42,7 @@ class Statement:
     attrs_written: frozenset[str]  # attribute names it assigns (`torch.flip = ...`, `self.w = ...`)
     opaque: str | None = None     # why it may bind any name at run time, or None
     star: bool = False            # a `from ... import *`
+    imports: frozenset[str] = frozenset()  # the top-level modules it imports
 
 
 @dataclass(eq=False)
@@ -49,7 +50,12 @@ class Cell:
     """A code cell's statements as Python runs them, and the module files it writes (``%%writefile x.py``)."""
 
     statements: tuple[Statement, ...]
-    writes: frozenset[str] = frozenset()
+    writes: dict[str, Cell] = field(default_factory=dict)  # module name -> its code
+
+    @property
+    def patches(self) -> str | None:
+        """Why importing this code (a module the notebook writes) may change any name or attribute, or None."""
+        return next((s.opaque or "an assignment to an attribute" for s in self.statements if s.opaque or s.attrs_written), None)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -65,7 +71,7 @@ def _read(source: str, offset: int = 0) -> Cell:
     if offset:
         ast.increment_lineno(tree, offset)
     statements: list[Statement] = []
-    writes: set[str] = set()
+    writes: dict[str, Cell] = {}
     for node in tree.body:
         magic = _magic(node, "run_cell_magic")
         if magic is not None:
@@ -73,16 +79,16 @@ def _read(source: str, offset: int = 0) -> Cell:
             if name in READ_MAGICS:
                 inner = _read(body, node.lineno)
                 statements += inner.statements
-                writes |= inner.writes
+                writes.update(inner.writes)
             elif name in ("writefile", "file"):
                 target = line.split()[-1] if line.split() else ""
                 if target.endswith(".py"):
-                    writes.add(target.rsplit("/", 1)[-1][:-3])
+                    writes[target.rsplit("/", 1)[-1][:-3]] = _read(body)
             elif name not in INERT_CELL_MAGICS:
                 statements.append(Statement(node, {}, frozenset(), frozenset(), opaque=f"the cell magic %%{name}"))
             continue
         statements += _statements(_expand_lines(node))
-    return Cell(tuple(statements), frozenset(writes))
+    return Cell(tuple(statements), writes)
 
 
 def _parse(source: str) -> ast.Module | None:
@@ -139,7 +145,9 @@ def _statement(node: ast.stmt) -> Statement:
     for name in _unconditional(node):
         if name in binds:
             binds[name] = True
-    return Statement(node, binds, frozenset(reads), written, opaque=_opaque(node), star=star)
+    imports = frozenset(m.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)
+                        for m in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))
+    return Statement(node, binds, frozenset(reads), written, opaque=_opaque(node), star=star, imports=imports)
 
 
 def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str]]:
@@ -203,11 +211,17 @@ def _opaque(node: ast.stmt) -> str | None:
             return "." + n.attr
         if isinstance(n, ast.Attribute) and n.attr in WRITTEN_ATTRS and not _only_looked_at(n, parents):
             return "a write to ." + n.attr
-        if isinstance(n, ast.Import | ast.ImportFrom):
-            modules = [a.name for a in n.names] + ([n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
-            if any(m.split(".")[0] in OPAQUE_NAMES for m in modules):
-                return "import " + modules[0]
+        if isinstance(n, ast.Name) and n.id in WRITTEN_NAMES and _written(n, parents):
+            return "a write to " + n.id
     return None
+
+
+def _written(node: ast.expr, parents: dict[int, ast.AST]) -> bool:
+    """Whether a namespace is written where it stands (``builtins.f = g``, ``__builtins__["f"] = g``)."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Attribute | ast.Subscript) and not isinstance(parent.ctx, ast.Load):
+        return True
+    return isinstance(parent, ast.Attribute) and parent.attr in ("__dict__", "update", "setdefault", "__setitem__")
 
 
 def _only_looked_at(node: ast.expr, parents: dict[int, ast.AST]) -> bool:

@@ -84,8 +84,9 @@ def violation(nb: NotebookNode, rule: Rule) -> str | None:
     reader = Reader(rule, found, names, found.writes)
     for here in sorted(reached, key=lambda p: p.cell != rule.answer):  # the answer cell's own lines first
         statement = here.statement
-        if statement.opaque:
-            node, why = statement.node, f"{UNREADABLE}: it runs {quote(statement.opaque)}, which may define anything"
+        opaque = statement.opaque or (f"import {'/'.join(sorted(statement.imports))}" if here in found.opaque else None)
+        if opaque:
+            node, why = statement.node, f"{UNREADABLE}: it runs {quote(opaque)}, which may define anything"
         else:
             checked = _only_reached(statement.node, names)
             hit = reader.statement(checked) if checked is not None else None
