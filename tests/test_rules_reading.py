@@ -4,8 +4,12 @@ process that runs the code."""
 
 from __future__ import annotations
 
+import ast
+
 import nbformat
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grader import cells, project, samples
 from grader.verdict import rules
@@ -194,3 +198,75 @@ def test_a_cell_is_read_once_per_distinct_source():
         _verdict("05_broadcasting", "ex5_softmax", {"ex5_softmax": samples.SOLUTION})
     info = reading.read.cache_info()
     assert info.misses > 0 and info.hits >= 2 * info.misses
+
+
+# -- equivalent forms of correct answers keep their points (property-based) -------------------------
+
+RULED = [(ch, gid) for ch in project.chapters() for gid in
+         project.grading_settings(project.source_notebook(ch).parent).get("rules", {})]
+SCRATCH = [
+    "import torch.nn.functional as F\nprint(F.softmax(torch.ones(3), 0))\n",
+    "demo = torch.zeros(4)\ndemo[torch.randperm(4)[:2]] = 1.0\nprint(demo)\n",
+    "import numpy as np\nprint(np.broadcast_shapes((2, 1), (1, 3)))\n",
+    "torch.backends.cudnn.benchmark = False\n",
+    "import inspect, importlib, operator\nprint(getattr(torch, 'rot90')(torch.ones(2, 2)))\n",
+    "x = torch.rot90(torch.ones(2, 2))\nfor i in range(3):\n    print([j for j in range(i)], x.sum() / 2.0)\n",
+    "%timeit -n 1 torch.ones(3).softmax(0)\n!ls\n%matplotlib inline\n",
+    "from torch.utils.data import DataLoader\nprint(len(DataLoader(range(10), batch_size=3)))\n",
+]
+HINTS = ["torch.Tensor", "'torch.Tensor'", "int", "float | None", "tuple[int, ...]", "object"]
+
+
+def _answer(chapter: str, gid: str) -> str:
+    src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
+    return next(samples.solution_code(c) for c in src.cells if cells.is_solution(c) and cells.grade_id(c) == gid)
+
+
+def _rewrite(code: str, functions: tuple[str, ...], draw) -> tuple[str, list[str]]:
+    """``code`` in an equivalent form, and cells to put before it: helpers, drafts, scratch."""
+    tree = ast.parse(code)
+    before: list[str] = []
+    for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in functions]:
+        if draw(st.booleans()):  # type hints on every argument and the return
+            for arg in fn.args.args:
+                arg.annotation = ast.parse(draw(st.sampled_from(HINTS)), mode="eval").body
+            fn.returns = ast.parse(draw(st.sampled_from(HINTS)), mode="eval").body
+        if draw(st.booleans()):  # the body in a nested def
+            inner = ast.FunctionDef(name="_inner", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                    body=fn.body, decorator_list=[], returns=None, type_params=[])
+            fn.body = [inner, ast.Return(ast.Call(ast.Name("_inner", ast.Load()), [], []))]
+        if draw(st.booleans()):  # the body in a helper of another cell, called with the same arguments
+            helper = ast.FunctionDef(**{**{f: getattr(fn, f) for f in fn._fields}, "name": f"_{fn.name}_helper", "decorator_list": []})
+            before.append("import torch\n" + ast.unparse(ast.fix_missing_locations(helper)))
+            fn.body = ast.parse(f"return _{fn.name}_helper(*args, **kwargs)").body
+            fn.args = ast.parse("def f(*args, **kwargs): pass").body[0].args
+        if draw(st.booleans()):  # a first draft, overridden by the answer
+            before.append(f"import torch\ndef {fn.name}(*args, **kwargs):\n    return eval('torch.rot90')(*args)  # draft\n")
+    text = ast.unparse(ast.fix_missing_locations(tree))
+    if draw(st.booleans()):
+        text += "\n%time None\n"
+    if draw(st.booleans()):
+        text = "%%time\n" + text
+    before += draw(st.lists(st.sampled_from(SCRATCH), max_size=3))
+    return text, before
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_correct_answer_in_any_equivalent_form_keeps_its_points(data):
+    chapter, gid = data.draw(st.sampled_from(RULED))
+    rule = _rule(chapter, gid)
+    code, before = _rewrite(_answer(chapter, gid), rule.functions, data.draw)
+    nb = _nb(chapter, {gid: "pass\n"})
+    at = next(i for i, c in enumerate(nb.cells) if cells.is_solution(c) and cells.grade_id(c) == gid)
+    nb.cells[at].source = code
+    nb.cells[at:at] = [nbformat.v4.new_code_cell(text) for text in before]
+    assert rules.violation(nb, rule) is None, (code, before)
+
+
+def test_a_function_that_runs_exec_when_called_at_the_top_level_is_read():
+    answers = {"ex5_softmax": "def softmax(X, dim=-1):\n    e = X.exp()\n    return e / e.sum(dim, keepdim=True)\n"
+                              "def _go():\n    exec('softmax = torch.softmax', globals())\n_go()\n"}
+    assert "cannot be read" in _verdict("05_broadcasting", "ex5_softmax", answers)
+    answers["ex5_softmax"] = answers["ex5_softmax"].replace("_go()\n", "")  # defined, never run: nothing changed
+    assert _verdict("05_broadcasting", "ex5_softmax", answers) is None

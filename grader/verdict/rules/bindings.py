@@ -29,6 +29,7 @@ class Bindings:
         self.opaque: list[Placed] = []
         self.stars: list[Placed] = []
         self.writers: dict[str, list[Placed]] = {}
+        self.why: dict[int, str] = {}  # why each opaque statement may define anything
         written = {name: code for _, cell in cells for name, code in cell.writes.items()}
         self.writes = frozenset(written)
         for gid, cell in cells:
@@ -39,8 +40,13 @@ class Bindings:
                     self.binds.setdefault(name, []).append((here, plain))
                 for attr in statement.attrs_written:
                     self.writers.setdefault(attr, []).append(here)
-                if statement.opaque or any(written[m].patches for m in statement.imports & written.keys()):
+                why = statement.opaque or next((f"import {m}" for m in sorted(statement.imports & written.keys())
+                                                if written[m].patches), None) or next(
+                    (p.statement.opaque_inside for name in sorted(statement.top_reads)  # it calls a function that runs `exec`
+                     for p, _ in self.binds.get(name, []) if p.statement.opaque_inside), None)
+                if why:
                     self.opaque.append(here)
+                    self.why[id(here)] = why
                 if statement.star:
                     self.stars.append(here)
 

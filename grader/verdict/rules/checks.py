@@ -130,7 +130,7 @@ class Reader:
             return None
         if node.attr in nm.DYNAMIC_ATTRS:
             return f"{UNREADABLE}: it uses .{node.attr}, which reaches functions by name"
-        for q in nm.qualified(node, self.found):
+        for q in nm.qualified(node, self.found) if not hint else ():  # a hint names a type: computes nothing
             why = self._qualified(q)
             if why:
                 return why
@@ -141,7 +141,7 @@ class Reader:
             if rule.allow is not None and not hint and node.attr not in _families(rule.allow):
                 return (f"uses .{nm.quote(node.attr)}, which is not among this puzzle's allowed primitives "
                         f"({', '.join(sorted(_families(rule.allow)))})")
-            if self.named and node.attr.startswith("_") and not node.attr.endswith("__") and not self._own_attr(node.attr):
+            if self.named and not hint and node.attr.startswith("_") and not node.attr.endswith("__") and not self._own_attr(node.attr):
                 return f"uses .{nm.quote(node.attr)}, a private name, which this exercise cannot check"
         return None
 

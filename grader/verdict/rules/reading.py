@@ -40,7 +40,9 @@ class Statement:
     binds: dict[str, bool]        # name -> bound unconditionally (a plain def, import, assignment)
     reads: frozenset[str]         # globals it reads, in its own scope or any nested one (symtable)
     attrs_written: frozenset[str]  # attribute names it assigns (`torch.flip = ...`, `self.w = ...`)
-    opaque: str | None = None     # why it may bind any name at run time, or None
+    opaque: str | None = None     # why running it may bind any name, or None
+    opaque_inside: str | None = None  # why calling a function it defines may, or None
+    top_reads: frozenset[str] = frozenset()  # the globals it reads when it runs (not in the bodies it defines)
     star: bool = False            # a `from ... import *`
     imports: frozenset[str] = frozenset()  # the top-level modules it imports
 
@@ -141,16 +143,31 @@ def _statements(nodes: list[ast.stmt]) -> list[Statement]:
 def _statement(node: ast.stmt) -> Statement:
     star = isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
     written = frozenset(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del))
-    binds, reads = _scopes(node)
+    binds, reads, top_reads = _scopes(node)
     for name in _unconditional(node):
         if name in binds:
             binds[name] = True
     imports = frozenset(m.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)
                         for m in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))
-    return Statement(node, binds, frozenset(reads), written, opaque=_opaque(node), star=star, imports=imports)
+    now = _opaque(node, _running(node))
+    return Statement(node, binds, frozenset(reads), written, opaque=now, star=star, imports=imports,
+                     opaque_inside=None if now else _opaque(node, list(ast.walk(node))), top_reads=frozenset(top_reads))
 
 
-def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str]]:
+def _running(node: ast.stmt) -> list[ast.AST]:
+    """The nodes of ``node`` that run when it runs: not the bodies of the functions and lambdas it defines."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo += [*getattr(n, "decorator_list", []), *n.args.defaults, *(d for d in n.args.kw_defaults if d)]
+        else:
+            todo += list(ast.iter_child_nodes(n))
+    return out
+
+
+def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str], set[str]]:
     """What ``node`` binds (all conditionally, for now) and reads of the globals, from Python's own
     symbol tables: a method reads a global, never its class's names; ``global x`` binds one."""
     loaded = {n.id for n in _outside_hints(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -158,9 +175,10 @@ def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str]]:
         table = symtable.symtable(ast.unparse(node), "<cell>", "exec")
     except (SyntaxError, ValueError, RecursionError):
         stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        return dict.fromkeys(stored, False), loaded
+        return dict.fromkeys(stored, False), loaded, loaded
     binds = {s.get_name(): False for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
     reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    top = reads & loaded
     todo = list(table.get_children())
     while todo:
         scope = todo.pop()
@@ -170,7 +188,7 @@ def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str]]:
                 binds[s.get_name()] = False
             if s.is_referenced() and (s.is_global() or (scope.get_type() == "class" and s.is_local())):
                 reads.add(s.get_name())
-    return binds, reads & loaded
+    return binds, reads & loaded, top
 
 
 def _unconditional(node: ast.stmt) -> set[str]:
@@ -194,15 +212,15 @@ def _unconditional(node: ast.stmt) -> set[str]:
     return out
 
 
-def _opaque(node: ast.stmt) -> str | None:
-    """Why ``node`` may bind names no statement shows (``exec``, ``setattr``, ``%run``), or None."""
+def _opaque(node: ast.stmt, nodes: list[ast.AST]) -> str | None:
+    """Why ``nodes`` of ``node`` may bind names no statement shows (``exec``, ``setattr``, ``%run``), or None."""
     magic = _magic(node, "run_line_magic")
     if magic is not None:
         return None if magic[0] in INERT_LINE_MAGICS else f"the magic %{magic[0]}"
     inert = {id(n) for m in ast.walk(node) if _magic(m, "system") or _magic(m, "getoutput")
              or (_magic(m, "run_line_magic") or ("",))[0] in INERT_LINE_MAGICS for n in ast.walk(m)}
     parents = {id(c): p for p in ast.walk(node) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(node):
+    for n in nodes:
         if id(n) in inert:
             continue
         if isinstance(n, ast.Name) and n.id in OPAQUE_NAMES and not _only_looked_at(n, parents):

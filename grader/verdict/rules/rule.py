@@ -84,7 +84,7 @@ def violation(nb: NotebookNode, rule: Rule) -> str | None:
     reader = Reader(rule, found, names, found.writes)
     for here in sorted(reached, key=lambda p: p.cell != rule.answer):  # the answer cell's own lines first
         statement = here.statement
-        opaque = statement.opaque or (f"import {'/'.join(sorted(statement.imports))}" if here in found.opaque else None)
+        opaque = found.why.get(id(here))
         if opaque:
             node, why = statement.node, f"{UNREADABLE}: it runs {quote(opaque)}, which may define anything"
         else:
