@@ -5,6 +5,7 @@ process that runs the code."""
 from __future__ import annotations
 
 import ast
+import functools
 
 import nbformat
 import pytest
@@ -22,14 +23,24 @@ def _rule(chapter: str, answer: str) -> rules.Rule:
     return found["test_" + answer]
 
 
+@functools.lru_cache(maxsize=None)
+def _release(chapter: str) -> tuple[str, dict[str, str]]:
+    """The chapter's release (as JSON) and its solution's answer code by answer cell."""
+    src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
+    solved = {cells.grade_id(c): samples.solution_code(c) for c in src.cells if cells.is_solution(c)}
+    return nbformat.writes(samples.make_submission(chapter, {})), solved
+
+
 def _nb(chapter: str, answers: dict[str, str]):
-    """The chapter's release with ``answers``; an answer starting with a cell magic keeps it as the
-    cell's first line, as a learner's cell would."""
-    nb = nbformat.from_dict(samples.make_submission(chapter, answers))
+    """The chapter's release with ``answers`` (as :func:`grader.samples.make_submission` fills them);
+    an answer starting with a cell magic keeps it as the cell's first line, as a learner's cell would."""
+    text, solved = _release(chapter)
+    nb = nbformat.reads(text, as_version=4)
     for cell in nb.cells:
-        code = answers.get(cells.grade_id(cell) or "")
-        if cells.is_solution(cell) and isinstance(code, str) and code.startswith("%%"):
-            cell.source = code
+        gid = cells.grade_id(cell) or ""
+        if gid in answers and cells.is_solution(cell):
+            code = solved[gid] if answers[gid] is samples.SOLUTION else answers[gid]
+            cell.source = code if code.startswith("%%") else cells.marker_line("answer", gid) + "\n" + code
     return nb
 
 
@@ -192,12 +203,21 @@ def test_a_learners_long_identifier_is_capped_in_the_reason():
     assert why is not None and name not in why and len(why) < 600
 
 
-def test_a_cell_is_read_once_per_distinct_source():
+def test_a_batch_parses_each_release_cell_once(monkeypatch):
+    """What the rules need from a cell depends only on its source: a batch of submissions (release
+    cells shared, answers differing) parses each distinct source once."""
+    parsed: list[str] = []
+    real = reading._parse
+    monkeypatch.setattr(reading, "_parse", lambda source: parsed.append(source) or real(source))
     reading.read.cache_clear()
-    for _ in range(3):
-        _verdict("05_broadcasting", "ex5_softmax", {"ex5_softmax": samples.SOLUTION})
-    info = reading.read.cache_info()
-    assert info.misses > 0 and info.hits >= 2 * info.misses
+    chapter = "05_broadcasting"
+    batch = [_nb(chapter, {"ex5_softmax": samples.SOLUTION, "ex1_times_table": f"x = {k}\n"}) for k in range(5)]
+    for nb in batch:
+        for rule in rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent),
+                                        nbformat.read(str(project.source_notebook(chapter)), as_version=4)).values():
+            rules.violation(nb, rule)
+    twice = {source[:60] for source in parsed if parsed.count(source) > 1}
+    assert parsed and not twice, f"parsed more than once: {sorted(twice)[:3]}"
 
 
 # -- equivalent forms of correct answers keep their points (property-based) -------------------------

@@ -31,6 +31,7 @@ class Bindings:
         self.writers: dict[str, list[Placed]] = {}
         self.why: dict[int, str] = {}  # why each opaque statement may define anything
         written = {name: code for _, cell in cells for name, code in cell.writes.items()}
+        inside: dict[str, bool] = {}  # names bound by a statement that defines a function running `exec`, ...
         self.writes = frozenset(written)
         for gid, cell in cells:
             for statement in cell.statements:
@@ -40,10 +41,13 @@ class Bindings:
                     self.binds.setdefault(name, []).append((here, plain))
                 for attr in statement.attrs_written:
                     self.writers.setdefault(attr, []).append(here)
+                if statement.opaque_inside:
+                    inside.update(statement.binds)
                 why = statement.opaque or next((f"import {m}" for m in sorted(statement.imports & written.keys())
-                                                if written[m].patches), None) or next(
-                    (p.statement.opaque_inside for name in sorted(statement.top_reads)  # it calls a function that runs `exec`
-                     for p, _ in self.binds.get(name, []) if p.statement.opaque_inside), None)
+                                                if written[m].patches), None)
+                if not why and statement.top_reads & inside.keys():  # it calls a function that runs `exec`, ...
+                    why = next(p.statement.opaque_inside for name in sorted(statement.top_reads & inside.keys())
+                               for p, _ in self.binds[name] if p.statement.opaque_inside)
                 if why:
                     self.opaque.append(here)
                     self.why[id(here)] = why
@@ -92,7 +96,7 @@ class Bindings:
             for name in sorted(here.statement.reads - names):
                 names.add(name)
                 todo += self.candidates(name)
-            used = used_attributes(here.statement.node)
+            used = here.statement.attrs_read
             for attr in used & self.writers.keys():
                 todo += self.writers[attr]
             if used:  # `setattr(torch.Tensor, "flip", ...)`, `exec(...)`: any attribute may be changed
@@ -108,6 +112,3 @@ def imported(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
     base = "." * node.level + (node.module or "")
     return [(a.asname or a.name, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*"]
 
-
-def used_attributes(node: ast.AST) -> set[str]:
-    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}

@@ -43,6 +43,7 @@ class Statement:
     opaque: str | None = None     # why running it may bind any name, or None
     opaque_inside: str | None = None  # why calling a function it defines may, or None
     top_reads: frozenset[str] = frozenset()  # the globals it reads when it runs (not in the bodies it defines)
+    attrs_read: frozenset[str] = frozenset()  # attribute names it reads
     star: bool = False            # a `from ... import *`
     imports: frozenset[str] = frozenset()  # the top-level modules it imports
 
@@ -142,7 +143,8 @@ def _statements(nodes: list[ast.stmt]) -> list[Statement]:
 
 def _statement(node: ast.stmt) -> Statement:
     star = isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
-    written = frozenset(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del))
+    attributes = [n for n in ast.walk(node) if isinstance(n, ast.Attribute)]
+    written = frozenset(n.attr for n in attributes if not isinstance(n.ctx, ast.Load))
     binds, reads, top_reads = _scopes(node)
     for name in _unconditional(node):
         if name in binds:
@@ -151,7 +153,8 @@ def _statement(node: ast.stmt) -> Statement:
                         for m in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))
     now = _opaque(node, _running(node))
     return Statement(node, binds, frozenset(reads), written, opaque=now, star=star, imports=imports,
-                     opaque_inside=None if now else _opaque(node, list(ast.walk(node))), top_reads=frozenset(top_reads))
+                     opaque_inside=None if now else _opaque(node, list(ast.walk(node))), top_reads=frozenset(top_reads),
+                     attrs_read=frozenset(n.attr for n in attributes if isinstance(n.ctx, ast.Load)))
 
 
 def _running(node: ast.stmt) -> list[ast.AST]:
