@@ -290,3 +290,18 @@ def test_a_function_that_runs_exec_when_called_at_the_top_level_is_read():
     assert "cannot be read" in _verdict("05_broadcasting", "ex5_softmax", answers)
     answers["ex5_softmax"] = answers["ex5_softmax"].replace("_go()\n", "")  # defined, never run: nothing changed
     assert _verdict("05_broadcasting", "ex5_softmax", answers) is None
+
+
+def test_a_star_import_after_the_answer_rebinds_it_and_one_before_does_not():
+    good = "def softmax(X, dim=-1):\n    e = X.exp()\n    return e / e.sum(dim, keepdim=True)\n"
+    after = _verdict("05_broadcasting", "ex5_softmax", {"ex5_softmax": good + "from torch.nn.functional import *\n"})
+    assert "import *" in after
+    before = {"ex4_standardize_columns": "from torch.nn.functional import *\n", "ex5_softmax": good}
+    assert _verdict("05_broadcasting", "ex5_softmax", before) is None
+
+
+def test_a_nested_functions_parameter_is_its_own_local():
+    answers = {"ex4_standardize_columns": "import torch\nY = torch.softmax\n",
+               "ex5_softmax": "def softmax(X, dim=-1):\n    def top(Y):\n        return Y.amax(dim, keepdim=True)\n"
+                              "    e = (X - top(X)).exp()\n    return e / e.sum(dim, keepdim=True)\n"}
+    assert _verdict("05_broadcasting", "ex5_softmax", answers) is None

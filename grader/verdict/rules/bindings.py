@@ -62,8 +62,8 @@ class Bindings:
         last = max((p.position for p, plain in found if plain), default=-1)
         out = [p for p, _ in found if p.position >= last]
         out += [p for p in self.opaque if p.position > last]
-        if not found and name not in BUILTINS:
-            out += self.stars
+        if name not in BUILTINS:  # a star import after the latest binding may rebind it
+            out += [p for p in self.stars if p.position > last]
         return out
 
     def imports(self, name: str) -> list[str]:

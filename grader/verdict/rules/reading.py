@@ -189,7 +189,9 @@ def _scopes(node: ast.stmt) -> tuple[dict[str, bool], set[str], set[str]]:
         for s in scope.get_symbols():
             if s.is_declared_global() and s.is_assigned():
                 binds[s.get_name()] = False
-            if s.is_referenced() and (s.is_global() or (scope.get_type() == "class" and s.is_local())):
+            # bound in its scope is local unless declared global (3.11's is_global says yes for a nested def's parameter)
+            global_ = s.is_declared_global() or (s.is_global() and not s.is_local())
+            if s.is_referenced() and (global_ or (scope.get_type() == "class" and s.is_local())):
                 reads.add(s.get_name())
     return binds, reads & loaded, top
 
