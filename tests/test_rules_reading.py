@@ -23,7 +23,7 @@ def _rule(chapter: str, answer: str) -> rules.Rule:
     return found["test_" + answer]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _release(chapter: str) -> tuple[str, dict[str, str]]:
     """The chapter's release (as JSON) and its solution's answer code by answer cell."""
     src = nbformat.read(str(project.source_notebook(chapter)), as_version=4)
