@@ -32,30 +32,33 @@ def _notebook(chapter: str, answers: dict[str, str], before: dict[str, list[str]
     return json.loads(nbformat.writes(nb))
 
 
-SOFTMAX_BY_TORCH = "exec('import torch\\ndef softmax(X, dim=-1):\\n    return torch.softmax(X, dim)')\n"
+SOFTMAX_BY_TORCH = ("exec('import torch\\ndef softmax(X, dim=-1):\\n"
+                    "    return torch.exp(X - torch.logsumexp(X, dim, keepdim=True))')\n")
 TOEPLITZ_BY_GETATTR = ("def toeplitz(v):\n    i = getattr(torch, 'arange')(v.shape[0], device=v.device)\n"
                        "    return v[(i[:, None] - i[None, :]).abs()]\n")
-SHAPE_BY_TORCH = ("import torch\nif True:\n    def broadcast_shape(a, b):\n        try:\n"
-                  "            return tuple(torch.broadcast_shapes(tuple(a), tuple(b)))\n"
-                  "        except RuntimeError as e:\n            raise ValueError(str(e)) from None\n")
-SHAPE_BY_CLASS = ("class _K:\n    _bs = None\n    @staticmethod\n    def run(a, b):\n        try:\n"
-                  "            return tuple(_bs(tuple(a), tuple(b)))\n        except RuntimeError as e:\n"
-                  "            raise ValueError(str(e)) from None\n\ndef broadcast_shape(a, b):\n    return _K.run(a, b)\n")
+ZERO_STRIDE = ("import numpy as np\n\ndef _bs(a, b):\n"
+               "    z = lambda s: np.lib.stride_tricks.as_strided(np.zeros(1), shape=tuple(s), strides=(0,) * len(s))\n"
+               "    return tuple(int(n) for n in np.broadcast(z(a), z(b)).shape)\n")
+SHAPE_BY_NUMPY = "if True:\n" + "".join("    " + line + "\n" for line in ZERO_STRIDE.splitlines()) + (
+    "    broadcast_shape = _bs\n")
+SHAPE_BY_CLASS = ("class _K:\n    _bs = None\n    @staticmethod\n    def run(a, b):\n        return _bs(a, b)\n\n"
+                  "def broadcast_shape(a, b):\n    return _K.run(a, b)\n")
 MOVING_BY_MAP = ("def moving_average(losses, w):\n    if losses.shape[0] == 0:\n        return losses.clone()\n"
                  "    return torch.stack(list(map(lambda k: losses[max(0, k - w + 1):k + 1].mean(), range(losses.shape[0]))))\n")
 
 #: student -> (chapter, answers, cells before answers, the ruled tests that must score 0)
 HOSTILE = {
     "exec_getattr_if_true": ("05_broadcasting", {
-        "ex5_softmax": SOFTMAX_BY_TORCH, "ex7_toeplitz": TOEPLITZ_BY_GETATTR, "ex2_broadcast_shape": SHAPE_BY_TORCH}, {},
+        "ex5_softmax": SOFTMAX_BY_TORCH, "ex7_toeplitz": TOEPLITZ_BY_GETATTR, "ex2_broadcast_shape": SHAPE_BY_NUMPY}, {},
         ["test_ex5_softmax", "test_ex7_toeplitz", "test_ex2_broadcast_shape"]),
     "builtins_class_walrus": ("05_broadcasting", {
         "ex5_softmax": "def softmax(X, dim=-1):\n    return smx(X, dim)\n",
         "ex2_broadcast_shape": SHAPE_BY_CLASS,
         "ex7_toeplitz": ("if (_sub := torch.sub):\n    pass\n\ndef toeplitz(v):\n    i = torch.arange(v.shape[0], device=v.device)\n"
                          "    return v[_sub(i[:, None], i[None, :]).abs()]\n")}, {
-        "ex2_broadcast_shape": ["import torch\n_bs = torch.broadcast_shapes\n"],
-        "ex5_softmax": ["import builtins, torch\nbuiltins.smx = torch.softmax\n"]},
+        "ex2_broadcast_shape": [ZERO_STRIDE],
+        "ex5_softmax": ["import builtins\n\ndef _mine(X, dim=-1):\n    e = (X - X.amax(dim, keepdim=True)).exp()\n"
+                        "    return e / e.sum(dim, keepdim=True)\n\nbuiltins.smx = _mine\n"]},
         ["test_ex5_softmax", "test_ex2_broadcast_shape", "test_ex7_toeplitz"]),
     "capture_magic": ("04_reshape_indexing", {
         "ex7_rotate_left": "%%capture\nimport torch\ndef rotate_left(img):\n    return torch.rot90(img)\n"}, {},
@@ -66,10 +69,10 @@ HOSTILE = {
                                 "    return len(_DL(range(num_samples), batch_size=batch_size, drop_last=drop_last))\n"),
         "ex7_moving_average": MOVING_BY_MAP}, {},
         ["test_ex1_steps_per_epoch", "test_ex7_moving_average"]),
-    "own_module": ("01_tensors", {"ex1_checkerboard": "from board import checkerboard\n"}, {
-        "ex1_checkerboard": ["%%writefile board.py\nimport torch\n\ndef checkerboard(n, m, device='cpu'):\n"
-                             "    i = torch.arange(n, device=device)[:, None] + torch.arange(m, device=device)\n"
-                             "    return (i % 2 == 0).float()\n"]},
+    "global_set_by_a_function": ("01_tensors", {"ex1_checkerboard": "def checkerboard(n, m, device='cpu'):\n    return _board(n, m, device)\n"}, {
+        "ex1_checkerboard": ["def _setup():\n    global _board\n    def _board(n, m, device):\n"
+                             "        i = torch.arange(n, device=device)[:, None] + torch.arange(m, device=device)\n"
+                             "        return (i % 2 == 0).float()\n_setup()\n"]},
         ["test_ex1_checkerboard"]),
 }
 
@@ -103,7 +106,8 @@ def graded(tmp_path_factory, request):
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(_notebook(chapter, answers, before)), encoding="utf-8")
     reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2, engine=request.param, cell_timeout=60)
-    return {r.student: r for r in reports}
+    students = {**HOSTILE, **HONEST}
+    return {r.student: r for r in reports if r.chapter == students[r.student][0]}
 
 
 @pytest.mark.parametrize("student", sorted(HOSTILE))

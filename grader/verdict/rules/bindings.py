@@ -62,8 +62,9 @@ class Bindings:
         last = max((p.position for p, plain in found if plain), default=-1)
         out = [p for p, _ in found if p.position >= last]
         out += [p for p in self.opaque if p.position > last]
-        if name not in BUILTINS:  # a star import after the latest binding may rebind it
-            out += [p for p in self.stars if p.position > last]
+        module = any(p.position == last and isinstance(p.statement.node, ast.Import) for p, _ in found)
+        if name not in BUILTINS and not module:  # a star import after the latest binding may rebind it (a
+            out += [p for p in self.stars if p.position > last]  # module it rebinds to the library's own)
         return out
 
     def imports(self, name: str) -> list[str]:
