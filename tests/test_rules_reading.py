@@ -137,6 +137,15 @@ BYPASSES = {
         "ex5_softmax": "%%mymagic\ndef softmax(X, dim=-1):\n    return torch.softmax(X, dim)\n"}),
     "sys.modules": ("05_broadcasting", "ex5_softmax", {
         "ex5_softmax": "import sys\ndef softmax(X, dim=-1):\n    return sys.modules['torch'].__dict__['soft' + 'max'](X, dim)\n"}),
+    "a float division by operator.truediv": ("08_training_loop", "ex1_steps_per_epoch", {
+        "ex1_steps_per_epoch": "import operator\ndef steps_per_epoch(n, b, drop_last=False):\n    return int(operator.truediv(n, b))\n"}),
+    "a class with __call__ bound to the graded name": ("05_broadcasting", "ex5_softmax", {
+        "ex5_softmax": "import torch\nclass S:\n    def __call__(self, X, dim=-1):\n        return torch.nn.functional.softmax(X, dim)\nsoftmax = S()\n"}),
+    "a match capture": ("05_broadcasting", "ex5_softmax", {
+        "ex5_softmax": "import torch\nmatch torch.softmax:\n    case _s:\n        pass\ndef softmax(X, dim=-1):\n    return _s(X, dim)\n"}),
+    "globals() written by a function that runs": ("05_broadcasting", "ex5_softmax", {
+        "ex5_softmax": "def softmax(X, dim=-1):\n    e = X.exp()\n    return e / e.sum(dim, keepdim=True)\n"
+                       "def _g():\n    globals()['softmax'] = torch.softmax\n_g()\n"}),
     "a float through eval": ("08_training_loop", "ex1_steps_per_epoch", {
         "ex1_steps_per_epoch": "def steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else int(eval('n / b') + 0.999)\n"}),
 }

@@ -13,7 +13,10 @@ if TYPE_CHECKING:
     from grader.verdict.rules import Rule
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-FLOAT_CALLS = frozenset({"float", "ceil", "floor", "true_divide", "divide", "div", "trunc", "round"})
+#: calls that compute in floats (by any name: `operator.truediv`, `math.sqrt`, `x.__truediv__`)
+FLOAT_CALLS = frozenset({"float", "ceil", "floor", "true_divide", "divide", "div", "trunc", "round", "truediv", "itruediv",
+                         "__truediv__", "__rtruediv__", "__itruediv__", "sqrt", "exp", "log", "log2", "log10", "fsum",
+                         "mean", "fmod", "hypot", "ldexp", "pow", "fdiv"})
 #: generic types a plain hint may subscript or join with `|` (their own code, never the learner's)
 SAFE_HINTS = BUILTINS | {"None"}
 UNREADABLE = "cannot be read"
