@@ -179,7 +179,8 @@ HONEST = {
         "ex7_rotate_left": "def rotate_left(img):\n    return torch.rot90(img)\n\ndef rotate_left(img):\n    return img.flip(1).T\n"}),
     "%time and %%time": ("04_reshape_indexing", "ex7_rotate_left", {
         "ex7_rotate_left": "%%time\ndef rotate_left(img):\n    return img.flip(1).T\n%time rotate_left(torch.ones(2, 3))\n"}),
-    "a scratch exec elsewhere": ("04_reshape_indexing", "ex7_rotate_left", {
+    "a scratch eval, vars and globals elsewhere": ("04_reshape_indexing", "ex7_rotate_left", {
+        "ex6_patchify": "print(eval('2 ** 10'), sorted(globals())[:3], vars(torch.nn.Linear(1, 1)).keys())\n",
         "ex7_rotate_left": "def rotate_left(img):\n    return img.flip(1).transpose(0, 1)\n"}),
     "a helper in another cell, with a nested def": ("05_broadcasting", "ex5_softmax", {
         "ex4_standardize_columns": "import torch\ndef _shifted(X, dim):\n    def top(Y):\n        return Y.amax(dim, keepdim=True)\n"

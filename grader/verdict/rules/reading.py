@@ -26,6 +26,8 @@ INERT_LINE_MAGICS = frozenset({
     "more", "less", "rm", "ldir", "cp", "mv", "lf", "lk", "ll", "lx", "rmdir", "man", "load_ext"})
 #: names whose use anywhere in a statement may bind any name at run time
 OPAQUE_NAMES = frozenset({"exec", "eval", "setattr", "delattr", "globals", "vars", "locals", "get_ipython"})
+#: what only shows a namespace it is given (a name in it is never bound there)
+SHOWN = frozenset({"print", "len", "sorted", "list", "repr", "str", "dict", "set", "tuple", "display", "pprint"})
 #: namespaces that bind names when written (``builtins.x = f``, ``sys.modules[...] = m``), not when looked in
 WRITTEN_NAMES = frozenset({"builtins", "__builtins__", "__main__"})
 OPAQUE_ATTRS = frozenset({"__setattr__", "__globals__", "f_globals", "f_locals", "user_ns"})
@@ -228,7 +230,7 @@ def _opaque(node: ast.stmt, nodes: list[ast.AST]) -> str | None:
     for n in nodes:
         if id(n) in inert:
             continue
-        if isinstance(n, ast.Name) and n.id in OPAQUE_NAMES and not _only_looked_at(n, parents):
+        if isinstance(n, ast.Name) and n.id in OPAQUE_NAMES and not _only_looked_at(n, parents) and not _inert_code(n, parents):
             return n.id
         if isinstance(n, ast.Attribute) and n.attr in OPAQUE_ATTRS:
             return "." + n.attr
@@ -266,7 +268,20 @@ def _only_looked_at(node: ast.expr, parents: dict[int, ast.AST]) -> bool:
         return isinstance(parent.ctx, ast.Load)
     if isinstance(parent, ast.Attribute) and parent.attr in ("get", "keys", "values", "items", "copy", "__contains__"):
         return isinstance(parents.get(id(parent)), ast.Call)
-    return False
+    # shown, counted or copied: `print(vars(net))`, `sorted(globals())`
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in SHOWN
+
+
+def _inert_code(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``node`` is ``exec``/``eval`` of a literal text that binds and changes nothing (``eval("2 ** 10")``)."""
+    call = parents.get(id(node))
+    if node.id not in ("exec", "eval") or not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1):
+        return False
+    text = call.args[0]
+    if not (isinstance(text, ast.Constant) and isinstance(text.value, str)) or call.keywords:
+        return False
+    inner = _read(text.value) if _parse(text.value) is not None else None
+    return inner is not None and all(not (s.binds or s.attrs_written or s.opaque or s.opaque_inside) for s in inner.statements)
 
 
 def _outside_hints(node: ast.AST) -> list[ast.AST]:
