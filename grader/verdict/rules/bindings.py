@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 from dataclasses import dataclass
 
 from grader.verdict.rules.reading import Cell, Statement
@@ -21,9 +22,11 @@ class Placed:
 
 
 class Bindings:
-    """Every binding the cells before a test make, in order (the latest plain one wins)."""
+    """Every binding the code cells make, in order (the latest plain one wins), as a test placed
+    after the first ``limit`` statements meets them (:meth:`before`)."""
 
     def __init__(self, cells: list[tuple[str | None, Cell]]):
+        self.limit = 1 << 60
         self.placed: list[Placed] = []
         self.binds: dict[str, list[tuple[Placed, bool]]] = {}
         self.opaque: list[Placed] = []
@@ -54,17 +57,24 @@ class Bindings:
                 if statement.star:
                     self.stars.append(here)
 
+    def before(self, limit: int) -> Bindings:
+        """These bindings as a test after the first ``limit`` statements meets them."""
+        view = copy.copy(self)
+        view.limit = limit
+        return view
+
     def candidates(self, name: str) -> list[Placed]:
         """The statements whose binding of ``name`` the test may meet: the latest unconditional one,
         every conditional one after it, and what may bind any name after it (``exec``, ``%run``;
         a star import for a name nothing else binds and no builtin is)."""
-        found = self.binds.get(name, [])
+        limit = self.limit
+        found = [(p, plain) for p, plain in self.binds.get(name, ()) if p.position < limit]
         last = max((p.position for p, plain in found if plain), default=-1)
         out = [p for p, _ in found if p.position >= last]
-        out += [p for p in self.opaque if p.position > last]
+        out += [p for p in self.opaque if last < p.position < limit]
         module = any(p.position == last and isinstance(p.statement.node, ast.Import) for p, _ in found)
         if name not in BUILTINS and not module:  # a star import after the latest binding may rebind it (a
-            out += [p for p in self.stars if p.position > last]  # module it rebinds to the library's own)
+            out += [p for p in self.stars if last < p.position < limit]  # module it rebinds to the library's own)
         return out
 
     def imports(self, name: str) -> list[str]:
@@ -99,9 +109,9 @@ class Bindings:
                 todo += self.candidates(name)
             used = here.statement.attrs_read
             for attr in used & self.writers.keys():
-                todo += self.writers[attr]
+                todo += [p for p in self.writers[attr] if p.position < self.limit]
             if used:  # `setattr(torch.Tensor, "flip", ...)`, `exec(...)`: any attribute may be changed
-                todo += self.opaque
+                todo += [p for p in self.opaque if p.position < self.limit]
         return seen, names
 
 

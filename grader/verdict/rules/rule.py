@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 from nbformat import NotebookNode
@@ -65,16 +66,24 @@ def _defined(source: str) -> list[str]:
 
 
 def bindings(nb: NotebookNode, rule: Rule) -> Bindings:
-    """The bindings of every code cell the rule's test runs after (its own and the grader's tests left out)."""
-    read = []
+    """The bindings of the code cells the rule's test runs after (the grader's test cells left out)."""
+    read: list[tuple[str | None, reading.Cell]] = []
+    tests: dict[str, int] = {}  # test grade_id -> how many code cells come before it
     for cell in nb.cells:
         if cells.is_test(cell):
-            if rule.test and cells.grade_id(cell) == rule.test:
-                break
-            continue
-        if cell.get("cell_type") == "code":
+            tests.setdefault(cells.grade_id(cell) or "", len(read))
+        elif cell.get("cell_type") == "code":
             read.append((cells.grade_id(cell), reading.read(cells.source_text(cell))))
-    return Bindings(read)
+    found = _bindings(tuple(read))
+    before = tests.get(rule.test, len(read)) if rule.test else len(read)
+    return found.before(sum(len(cell.statements) for _, cell in read[:before]))
+
+
+@functools.lru_cache(maxsize=16)
+def _bindings(read: tuple[tuple[str | None, reading.Cell], ...]) -> Bindings:
+    """One notebook's bindings, built once for all its rules (cells are compared by identity:
+    :func:`reading.read` gives one object per distinct source)."""
+    return Bindings(list(read))
 
 
 def violation(nb: NotebookNode, rule: Rule) -> str | None:
