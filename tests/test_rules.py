@@ -52,7 +52,7 @@ def test_a_helper_in_another_cell_is_followed():
         "ex4_standardize_columns": "import torch.nn.functional as F\ndef _helper(X, d):\n    return F.softmax(X, d)\n",
         "ex5_softmax": "def softmax(X, dim=-1):\n    return _helper(X, dim)",
     })
-    assert "uses softmax" in rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax"))
+    assert "softmax, which this exercise switches off" in rules.violation(nb, _rule("05_broadcasting", "test_ex5_softmax"))
 
 
 def test_scratch_code_elsewhere_in_the_notebook_never_counts():
@@ -239,7 +239,7 @@ def test_an_import_reached_for_one_name_is_no_use_of_the_others_it_binds():
     assert rules.violation(nb, rule) is None
     cheat = "def softmax(X, dim=-1):\n    return sm(X, dim)\n"
     nb = _nb("05_broadcasting", {"ex4_standardize_columns": scratch, "ex5_softmax": cheat})
-    assert "uses softmax" in rules.violation(nb, rule)
+    assert "softmax, which this exercise switches off" in rules.violation(nb, rule)
 
 
 @pytest.mark.parametrize("scratch", ["from torch.nn.functional import *", "from torch.special import *"])
@@ -261,6 +261,6 @@ def test_fit_line_refuses_an_optimizer_whatever_undoes_the_tests_own_refusal():
             "    torch.optim.Optimizer.__init__ = _init\n    return 0.0, 0.0\n")
     assert "which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": undo}), rule)
     imported = "from torch.optim import SGD as Step\n\n\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n    return Step\n"
-    assert "uses SGD" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": imported}), rule)
+    assert "SGD, which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": imported}), rule)
     nb = _nb("08_training_loop", {"ex2_fit_line": samples.SOLUTION})
     assert rules.violation(nb, rule) is None

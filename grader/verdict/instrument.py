@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 
 from grader import cells
-from grader.verdict.rules import Rule
+from grader.verdict.rules.rule import Rule
 
 OBS = "_course_obs"
 
@@ -189,7 +189,8 @@ def chapter_tests(source_nb: NotebookNode, settings: dict | None = None,
     """Every test cell of a chapter's source notebook, rewritten, by grade_id; with the rules of
     the chapter's ``grading.toml`` data ``settings`` (see :mod:`grader.verdict.rules`) and the hints of its
     ``hints.toml`` table ``hint_table`` (see :mod:`grader.verdict.hints`) on their tests."""
-    from grader.verdict import hints, rules
+    from grader.verdict import hints
+    from grader.verdict.rules import rule as rules
 
     found = rules.from_settings(settings or {}, source_nb)
     tests = {

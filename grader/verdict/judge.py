@@ -25,7 +25,7 @@ from course_utils.observe import SCHEMA
 from grader import cells
 from grader.engines.execution import Execution
 from grader.prepare.integrity import Finding
-from grader.verdict import expectations, hints, rules
+from grader.verdict import expectations, hints
 from grader.verdict.comparison import compare, site_message
 from grader.verdict.instrument import Message, TestSource
 from grader.verdict.library_messages import library_words
@@ -36,6 +36,7 @@ from grader.verdict.observations import (
     first_error,
     observations,
 )
+from grader.verdict.rules import rule as rules
 
 MAX_REASON = 600
 
