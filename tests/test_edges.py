@@ -472,9 +472,14 @@ def test_the_targeted_test_scores_nothing(graded, key):
 
 @pytest.mark.parametrize("key", [_key(s) for s in CHEATS if s.rest_full])
 def test_the_other_tests_of_a_cheat_score_full(graded, key):
+    """Except a ruled exercise after the cheat's own ``exec``: exec may define any name an answer
+    reaches, so that rule cannot be read, and the reason says so (docs/grading.md)."""
     s = BY_KEY[tuple(key.split("/"))]
     others = {gid: (t["status"], t.get("reason")) for gid, t in _tests(graded.reports[(s.folder, s.chapter)]).items()
               if gid != f"test_{s.target}" and t["points"] != t["max_points"]}
+    if "exec(" in s.first:
+        others = {gid: (status, reason) for gid, (status, reason) in others.items()
+                  if not (reason or "").startswith("the answer cannot be read: it runs exec, which may define anything")}
     assert not others, others
 
 

@@ -91,7 +91,8 @@ def violation(nb: NotebookNode, rule: Rule) -> str | None:
     found = bindings(nb, rule)
     reached, names = found.reach(rule.functions)
     reader = Reader(rule, found, names, found.writes)
-    for here in sorted(reached, key=lambda p: p.cell != rule.answer):  # the answer cell's own lines first
+    # what may define anything first (the cause of every other doubt), then the answer cell's own lines
+    for here in sorted(reached, key=lambda p: (id(p) not in found.why, p.cell != rule.answer)):
         statement = here.statement
         opaque = found.why.get(id(here))
         if opaque:
