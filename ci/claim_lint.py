@@ -130,7 +130,8 @@ def _parse(code: str) -> ast.AST | None:
         return None
 
 
-def _names(node: ast.AST) -> set[str]:
+def names_in(node: ast.AST) -> set[str]:
+    """Every name and attribute name in ``node``."""
     out = set()
     for n in ast.walk(node):
         if isinstance(n, ast.Name):
@@ -175,7 +176,7 @@ def measures(code: str, timers: set[str] = frozenset()) -> set[str]:
             out.add(SPEED)
         checked = isinstance(node, ast.Assert) or (
             isinstance(node, ast.Call) and _called(node)[1].startswith("check_"))
-        if checked and _names(node) & SIZE_WORDS:
+        if checked and names_in(node) & SIZE_WORDS:
             out.add(SIZE)
     return out
 

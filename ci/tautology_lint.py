@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import claim_lint  # beside this file: ci/
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from claim_lint import _is_timer_call, _parse, _source  # noqa: E402  (the same parsing and timers)
@@ -65,14 +67,7 @@ def _resolved(expr: ast.expr, names: dict[str, ast.expr], depth: int = 3) -> lis
 
 
 def _words(expr: ast.expr, names: dict[str, ast.expr]) -> set[str]:
-    out = set()
-    for e in _resolved(expr, names):
-        for n in ast.walk(e):
-            if isinstance(n, ast.Name):
-                out.add(n.id)
-            elif isinstance(n, ast.Attribute):
-                out.add(n.attr)
-    return out
+    return set().union(*(claim_lint.names_in(e) for e in _resolved(expr, names)))
 
 
 def _calls(expr: ast.expr, names: dict[str, ast.expr]) -> list[ast.Call]:
