@@ -6,7 +6,9 @@ hidden tests left out: the learner never reads them), and 7 minutes per exercise
 ``optional`` counts for the optional deep dives, every other cell for the core path.
 
 Usage: ``python ci/core_time.py [NOTEBOOK ...]`` (default: every chapter's source) prints one line
-per chapter and the course's total.
+per chapter and the course's total. ``--check`` also exits 1 when a time a chapter's header or the
+README states is not its count rounded to 5 minutes; ``--write`` rewrites those stated times from the
+count (the solution's header; ``course release`` carries it into the student's notebook).
 """
 
 from __future__ import annotations
@@ -54,12 +56,72 @@ def count(cells: list[Any]) -> tuple[Count, Count]:
     return core, optional
 
 
+def rounded(minutes: float) -> int:
+    """A count as a chapter states it: to the nearest 5 minutes, at least 5."""
+    return max(5, 5 * round(minutes / 5))
+
+
+#: the header's time line: "**Time**: about 75 minutes on the core path, plus about 10 min for ..."
+_TIME_LINE = re.compile(r"^\*\*Time\*\*: about (\d+) minutes on the core path, plus about (\d+) min for the "
+                        r"optional deep dives\.", re.M)
+#: a row of the README's chapter table, ending with the chapter's core minutes
+_README_ROW = re.compile(r"^(\| (\d\d) \|.*\| )(\d+) min \|$", re.M)
+#: the README's sentence on the whole core path
+_README_TOTAL = re.compile(r"The core path of the whole course takes about [\d.]+ h\s\((\d+)\s+minutes")
+#: the README's sentence on the optional sections
+_README_OPTIONAL = re.compile(r"add about (?:half an hour|\d+ minutes)(\s+)by count")
+
+
+def time_line(core: Count, optional: Count) -> str:
+    return (f"**Time**: about {rounded(core.minutes)} minutes on the core path, plus about "
+            f"{rounded(optional.minutes)} min for the optional deep dives.")
+
+
+def stated_times(paths: list[Path], write: bool) -> list[str]:
+    """Where a stated time is not the count (rewritten when ``write``): one line each."""
+    import nbformat
+
+    wrong, total, deep = [], 0, 0
+    counts = {}
+    for path in paths:
+        nb = nbformat.read(str(path), as_version=4)
+        core, optional = count(nb.cells)
+        counts[path.parent.name[:2]] = rounded(core.minutes)
+        total += rounded(core.minutes)
+        deep += rounded(optional.minutes)
+        header, line = nb.cells[0], time_line(core, optional)
+        found = _TIME_LINE.search(header.source)
+        if found is None:
+            wrong.append(f"{path}: the first cell has no '**Time**: about N minutes on the core path' line")
+        elif found.group(0) != line:
+            wrong.append(f"{path}: states {found.group(1)} + {found.group(2)} min, the count says {line}")
+            if write:
+                header.source = header.source.replace(found.group(0), line)
+                nbformat.write(nb, str(path))
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    new = _README_ROW.sub(lambda m: f"{m.group(1)}{counts.get(m.group(2), m.group(3))} min |", text)
+    hours = f"{round(total / 30) / 2:.1f}".removesuffix(".0")  # to the half hour
+    new = _README_TOTAL.sub(f"The core path of the whole course takes about {hours} h ({total} minutes", new)
+    new = _README_OPTIONAL.sub(lambda m: f"add about {deep} minutes{m.group(1)}by count", new)
+    if new != text:
+        wrong.append(f"{readme}: the chapter table or the course's total is not the count ({total} min)")
+        if write:
+            readme.write_text(new, encoding="utf-8")
+    return wrong
+
+
 def main(argv: list[str]) -> int:
     import nbformat
 
     from grader import project
 
-    paths = [Path(a) for a in argv] or [project.source_notebook(c) for c in project.chapters()]
+    flags = {a for a in argv if a.startswith("--")}
+    if flags - {"--check", "--write"}:
+        print(f"usage: python ci/core_time.py [--check | --write] [NOTEBOOK ...] (unknown: {sorted(flags)})",
+              file=sys.stderr)
+        return 2
+    paths = [Path(a) for a in argv if a not in flags] or [project.source_notebook(c) for c in project.chapters()]
     total = Count()
     for path in paths:
         core, optional = count(nbformat.read(str(path), as_version=4).cells)
@@ -69,7 +131,12 @@ def main(argv: list[str]) -> int:
               f" exercises = {core.minutes:4.0f} min; optional: {optional.minutes:3.0f} min")
     print(f"{'course':22} core: {total.words:5} words, {total.lines:4} code lines, {total.exercises}"
           f" exercises = {total.minutes:4.0f} min")
-    return 0
+    if not flags:
+        return 0
+    wrong = stated_times(paths, write="--write" in flags)
+    for line in wrong:
+        print(("rewrote: " if "--write" in flags else "stated time off: ") + line)
+    return 1 if wrong and "--check" in flags else 0
 
 
 if __name__ == "__main__":
