@@ -49,8 +49,8 @@ def record_timeline(fn: Callable[[], Any], device: Any = "cpu", calls: int = CAL
     """Call ``fn`` ``calls`` times in a row, reading the clock before waiting and after, and record when
     each call was launched and when its work ran.
 
-    On CUDA the work's times come from CUDA events recorded around each call, measured from an event
-    recorded when the clock started. Elsewhere nothing is queued (a CPU call returns when its work
+    On CUDA the work's times come from CUDA events recorded around each call (a launch's time includes
+    recording them), measured from an event recorded just after the clock started. Elsewhere nothing is queued (a CPU call returns when its work
     is done), so a one-worker thread pool stands in for the GPU's queue: each launch submits ``fn``
     to it and returns, and the worker runs the calls one after the other.
 
@@ -67,18 +67,19 @@ def record_timeline(fn: Callable[[], Any], device: Any = "cpu", calls: int = CAL
     _sync(device)
     launches: list[tuple[float, float]] = []
     if device.type == "cuda":
-        t0 = time.perf_counter()
         start = torch.cuda.Event(enable_timing=True)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(calls)]
+        start.record()  # warm up the events too: a first record costs tens of microseconds
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
         start.record()  # after t0: the GPU reaches it no earlier than the clock started
-        events = []
-        for _ in range(calls):
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for begin, end in events:
             b = time.perf_counter() - t0
             begin.record()
             fn()
             end.record()
             launches.append((b, time.perf_counter() - t0))
-            events.append((begin, end))
         without_sync = time.perf_counter() - t0
         torch.cuda.synchronize(device)
         with_sync = time.perf_counter() - t0
@@ -137,8 +138,8 @@ def show_timeline(timeline: Timeline, title: str | None = None) -> Any:
     for k, (b, e) in enumerate(t.launches):
         ax.broken_barh([(b * scale, max((e - b) * scale, end * 0.004))], (cpu_y, h), facecolors=_BLUE,
                        edgecolors="black", linewidth=0.6, gid="launch")
-        rb, _ = t.runs[k]
-        ax.annotate("", xy=(rb * scale, gpu_y + h), xytext=(e * scale, cpu_y),
+        rb = t.runs[k][0] * scale  # the arrow leaves its launch no later than the work started
+        ax.annotate("", xy=(rb, gpu_y + h), xytext=(min((b + e) / 2 * scale, rb), cpu_y),
                     arrowprops={"arrowstyle": "->", "color": "dimgray", "linestyle": ":", "shrinkA": 0,
                                 "shrinkB": 0})
     for k, (b, e) in enumerate(t.runs):
