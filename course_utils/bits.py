@@ -97,7 +97,7 @@ def show_bits(*values: torch.Tensor, title: str | None = None) -> Any:
         raise ValueError("show_bits draws at least one tensor, e.g. show_bits(torch.tensor(0.1))")
     rows = [(v, float_bits(v)) for v in values]
     width = max(len("".join(f)) for _, f in rows)
-    fig, axes = plt.subplots(len(rows), 1, figsize=(max(0.36 * width + 1.6, 7.0), 1.75 * len(rows) + 0.5),
+    fig, axes = plt.subplots(len(rows), 1, figsize=(max(0.36 * width + 1.6, 7.0), 1.3 * len(rows) + 0.5),
                              squeeze=False)
     for ax, (value, fields) in zip(axes[:, 0], rows, strict=True):
         exp_text, man_text, value_text = _meaning(fields)
