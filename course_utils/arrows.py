@@ -73,10 +73,8 @@ class _Layout:
         return (u, -v) if self.across else (v, -u)
 
     def cell(self, u: float, v: int, text: str, colour: Any, role: str, **kw: Any) -> None:
-        x, y = self.xy(u, v * self.step + 1)  # the corner with the smallest x and y
-        if not self.across:
-            x, y = self.xy(u + 1, v * self.step)
-        _cell(self.ax, x, y, text, colour, role, **kw)
+        corner = (u, v * self.step + 1) if self.across else (u + 1, v * self.step)  # lower left
+        _cell(self.ax, *self.xy(*corner), text, colour, role, **kw)
 
     def grid(self, t: torch.Tensor, u0: float, colour_of: Any, role: str, label: str) -> None:
         """Draw 2-D ``t`` with (row, col) along (v, u) when across, (u, v) when down."""
