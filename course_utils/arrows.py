@@ -102,7 +102,7 @@ class _Layout:
 
 
 def _index_picture(kind: str, src: torch.Tensor, dim: int, index: torch.Tensor, out: torch.Tensor,
-                   title: str | None) -> Any:
+                   title: str | None, names: tuple[str, str]) -> Any:
     import matplotlib.pyplot as plt
 
     s2, i2, o2 = _as_2d(src, f"show_{kind}"), _as_2d(index, f"show_{kind}"), _as_2d(out, f"show_{kind}")
@@ -132,13 +132,14 @@ def _index_picture(kind: str, src: torch.Tensor, dim: int, index: torch.Tensor, 
     fig, ax = plt.subplots(figsize=size if across else (0.62 * other * step + 3.4, 0.62 * cols + 1.2))
     lay = _Layout(ax, across, step)
     sep = "\n" if across else " "
-    lay.grid(s2, u_src, lambda p: colour_src.get(p, _GREY), "src", f"src{sep}{_fmt_shape(src.shape)}")
+    src_name, out_name = names
+    lay.grid(s2, u_src, lambda p: colour_src.get(p, _GREY), "src", f"{src_name}{sep}{_fmt_shape(src.shape)}")
     if kind == "gather":
-        lay.grid(o2, u_mid, lambda p: colour_out[p], "out", f"out{sep}{_fmt_shape(out.shape)}")
+        lay.grid(o2, u_mid, lambda p: colour_out[p], "out", f"{out_name}{sep}{_fmt_shape(out.shape)}")
         lay.grid(i2, u_end, lambda p: colour_out[p], "index", f"index{sep}{_fmt_shape(index.shape)}")
     else:
         lay.grid(i2, u_mid, lambda p: colour_src[p], "index", f"index{sep}{_fmt_shape(index.shape)}")
-        lay.grid(o2, u_end, lambda p: colour_out.get(p, _GREY), "out", f"out{sep}{_fmt_shape(out.shape)}")
+        lay.grid(o2, u_end, lambda p: colour_out.get(p, _GREY), "out", f"{out_name}{sep}{_fmt_shape(out.shape)}")
     u_to = u_mid if kind == "gather" else u_end
     for (a, b), lane in zip(arrows, lanes, strict=True):
         v = a[0] if across else a[1]
@@ -148,15 +149,16 @@ def _index_picture(kind: str, src: torch.Tensor, dim: int, index: torch.Tensor, 
             x, y = lay.xy(u_to + b[along] + 0.5, (b[0] if across else b[1]) * step - 0.18)
             ax.text(x, y, f"×{k}", ha="center", va="bottom", fontsize=8, color="firebrick",
                     fontweight="bold", gid="clash")
-    rule = {("gather", 1): "out[i, j] = src[i, index[i, j]]", ("gather", 0): "out[i, j] = src[index[i, j], j]",
-            ("scatter", 1): "out[i, index[i, j]] = src[i, j]", ("scatter", 0): "out[index[i, j], j] = src[i, j]"}
-    rule_text = rule[(kind, dim)] if src.ndim == 2 else (
-        "out[i] = src[index[i]]" if kind == "gather" else "out[index[i]] = src[i]")
+    rule = {("gather", 1): "{o}[i, j] = {s}[i, index[i, j]]", ("gather", 0): "{o}[i, j] = {s}[index[i, j], j]",
+            ("scatter", 1): "{o}[i, index[i, j]] = {s}[i, j]", ("scatter", 0): "{o}[index[i, j], j] = {s}[i, j]"}
+    rule_text = (rule[(kind, dim)] if src.ndim == 2 else (
+        "{o}[i] = {s}[index[i]]" if kind == "gather" else "{o}[index[i]] = {s}[i]")).format(s=src_name, o=out_name)
     note = "    ×k, red: k writes to one cell, one survives (scatter_add_ adds them)" if (
         kind == "scatter" and max(hits.values(), default=0) > 1) else ""
-    call = f"out = src.gather({dim}, index)" if kind == "gather" else f"out = out.scatter({dim}, index, src)"
+    call = (f"{out_name} = {src_name}.gather({dim}, index)" if kind == "gather" else
+            f"{out_name} = {out_name}.scatter({dim}, index, {src_name})")
     ax.set_title(_wrap(title if title is not None else f"{call}:   {rule_text}", fig), fontsize=10)
-    ax.text(0.0, 0.0, f"each arrow: one element of src and where it lands; one colour per element{note}",
+    ax.text(0.0, 0.0, f"each arrow: one element of {src_name} and where it lands; one colour per element{note}",
             transform=ax.transAxes, ha="left", va="top", fontsize=7, color="dimgray")
     far = other * step - _LANE  # the last row's lanes end here
     lo, hi = lay.xy(-0.2, far), lay.xy(cols + 0.2, -1.1 if across else -0.2)
@@ -172,7 +174,8 @@ def _pos2(pos: Position, ndim: int) -> Position:
     return (0, pos[0]) if ndim == 1 else pos
 
 
-def show_gather(src: torch.Tensor, dim: int, index: torch.Tensor, title: str | None = None) -> Any:
+def show_gather(src: torch.Tensor, dim: int, index: torch.Tensor, title: str | None = None, *,
+                names: tuple[str, str] = ("src", "out")) -> Any:
     """Draw ``torch.gather(src, dim, index)``: src, the result and the index, with one arrow per element
     from the element of src it picks to its place in the result.
 
@@ -184,15 +187,16 @@ def show_gather(src: torch.Tensor, dim: int, index: torch.Tensor, title: str | N
         dim: the dim to pick along.
         index: an int64 tensor with src's number of dims, as ``torch.gather`` takes it.
         title: a title; defaults to the rule, e.g. ``out[i, j] = src[i, index[i, j]]``.
+        names: what to call src and the result in the labels, e.g. ``("probs", "picked")``.
 
     Returns:
         The matplotlib Figure.
     """
-    return _index_picture("gather", src, dim, index, torch.gather(src, dim, index), title)
+    return _index_picture("gather", src, dim, index, torch.gather(src, dim, index), title, names)
 
 
 def show_scatter(out: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
-                 title: str | None = None) -> Any:
+                 title: str | None = None, *, names: tuple[str, str] = ("src", "out")) -> Any:
     """Draw ``out.scatter(dim, index, src)``: src, the index and the result, with one arrow per element
     of src to the cell of the result it is written to.
 
@@ -205,9 +209,10 @@ def show_scatter(out: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
         index: an int64 tensor of src's shape (or smaller), as ``Tensor.scatter_`` takes it.
         src: the values to write.
         title: a title; defaults to the rule, e.g. ``out[i, index[i, j]] = src[i, j]``.
+        names: what to call src and the result in the labels.
 
     Returns:
         The matplotlib Figure.
     """
-    return _index_picture("scatter", src, dim, index, torch.scatter(out, dim, index, src), title)
+    return _index_picture("scatter", src, dim, index, torch.scatter(out, dim, index, src), title, names)
 

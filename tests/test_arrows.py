@@ -133,3 +133,11 @@ def test_the_arrow_pictures_refuse_what_they_cannot_draw():
         show_gather(torch.zeros(2, 2, 2), 0, torch.zeros(1, 1, 1, dtype=torch.int64))
     with pytest.raises(ValueError, match="meta"):
         show_gather(torch.zeros(2, device="meta"), 0, torch.tensor([0], device="meta"))
+
+
+def test_the_picture_names_its_tensors_as_the_chapter_does():
+    fig = show_gather(PROBS, 1, LABELS.unsqueeze(1), names=("probs", "picked"))
+    title = fig.axes[0].get_title()
+    assert title.startswith("picked = probs.gather(1, index)") and "picked[i, j] = probs[i, index[i, j]]" in title
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() is None]
+    assert "probs\n(4, 3)" in labels and "picked\n(4, 1)" in labels
