@@ -146,7 +146,8 @@ PRELOAD = (
     "hypothesis", "hypothesis.strategies", "torch.fx.experimental.symbolic_shapes",
     # what IPython, torch and course_utils import lazily in the cells of most chapters
     "bdb", "IPython.core.logger", "torch._subclasses.schema_check_mode",
-    "course_utils.pictures", "course_utils.graph", "course_utils.data",
+    "course_utils.pictures", "course_utils.graph", "course_utils.data", "course_utils.bits",
+    "course_utils.arrows", "course_utils.broadcast_grad", "course_utils.timeline",
 )
 
 #: Run after the imports and before anything draws, by a fork server and in every kernel and
