@@ -6,7 +6,8 @@ On a machine with a GPU (no network needed: everything comes from the checkout a
   the releases fail each of their tests;
 * the sample class (``course samples``) graded on CUDA with both engines, and on the CPU with the
   fork engine: the three must give the same grades (status, score, each test's status);
-* the tests of what CUDA changes in confinement (``tests/test_cuda_paths.py``) with
+* the tests of what CUDA changes in confinement (``tests/test_cuda_paths.py``) and of the timeline
+  drawn from CUDA events (``tests/test_timeline.py``), with
   ``COURSE_DEVICE=cuda``.
 
 The steps run at once where they can (the gradings beside the notebooks; ``--serial`` runs one at a
@@ -309,7 +310,8 @@ def plan(chapters: list[str], device: str, fast: bool, jobs: int, python: str, w
                                              "--engine", engine, "--jobs", str(jobs), "--force"],
                           timeout=BUDGET - 60, needs=("samples",), judge=grading_judge(workdir, expected)))
     steps.append(Step("same grades", func=compare(runs, f"kernel {device}"), needs=tuple(f"grade {n}" for n in runs)))
-    steps.append(Step(f"tests ({device})", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda_paths.py"],
+    steps.append(Step(f"tests ({device})", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda_paths.py",
+                                            "tests/test_timeline.py"],
                       timeout=180, env={"COURSE_DEVICE": device}, judge=pytest_judge))
     return steps
 
