@@ -6,6 +6,8 @@ chapter), graded here first unless ``--workdir`` names a graded workspace (``mak
 autograded notebooks copied; a bigger class gives steadier figures). The pages are built three
 times in this process, imports done, with one worker and with ``--jobs`` workers. Printed: wall
 milliseconds per page, and the pages' mean and largest size (the shared stylesheet counted once).
+Then one page per chapter (its release with the hidden tests inside, every test failed), rendered
+five times: the median milliseconds against the target of 50 ms a page.
 
     python benchmarks/feedback.py [--workdir course-work] [--copies 10] [--jobs 2]
 
@@ -15,6 +17,7 @@ Not a timed test: compare figures from one run.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -25,8 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import grade, samples  # noqa: E402
+from grader import cells, grade, project, samples  # noqa: E402
 from grader.pages import feedback  # noqa: E402
+from grader.prepare import release  # noqa: E402
+
+#: what one chapter's page may cost to render, median of five (ms)
+PAGE_TARGET_MS = 50
 
 
 def graded_class(tmp: Path, jobs: int) -> Path:
@@ -49,6 +56,29 @@ def replicate(work: Path, dest: Path, copies: int) -> Path:
         original = path.parent.name.rsplit("-", 1)[0]
         path.write_text(text.replace(f'"student": "{original}"', f'"student": "{path.parent.name}"'), encoding="utf-8")
     return dest
+
+
+def chapter_page_ms(chapter: str, tmp: Path) -> tuple[float, int]:
+    """(median ms of five renders, bytes) of ``chapter``'s page: its release as autograde leaves it
+    (hidden tests inside), every test failed."""
+    source = project.source_notebook(chapter)
+    nb = json.loads(release.dumps(release.build_release(chapter, source)))
+    graded = json.loads(source.read_text(encoding="utf-8"))
+    by_id = {cells.grade_id(c): c for c in graded["cells"] if cells.is_test(c)}
+    nb["cells"] = [by_id.get(cells.grade_id(c), c) if cells.is_test(c) else c for c in nb["cells"]]
+    tests = [{"grade_id": cells.grade_id(c), "points": 0.0, "max_points": cells.points(c), "status": "failed",
+              "reason": "NotImplementedError: not answered yet", "note": ""} for c in nb["cells"] if cells.is_test(c)]
+    result = {"student": "bob", "chapter": chapter, "status": "graded", "score": 0.0,
+              "max_score": sum(t["max_points"] for t in tests), "message": "", "tests": tests}
+    src = tmp / f"{chapter}.ipynb"
+    src.write_text(json.dumps(nb), encoding="utf-8")
+    visible = feedback.visible_tests(chapter, source)
+    times, size = [], 0
+    for _ in range(5):
+        start = time.perf_counter()
+        size = feedback.render((result, str(src), visible, str(tmp / f"{chapter}.html")))
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times), size
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
         css = (feedback.feedback_dir(work) / feedback.STYLESHEET).stat().st_size
         print(f"page size: mean {statistics.mean(sizes) / 1024:.1f} KB, largest {max(sizes) / 1024:.1f} KB "
               f"(+ {css / 1024:.1f} KB stylesheet shared by all pages)")
+        for chapter in project.chapters():
+            ms, size = chapter_page_ms(chapter, tmp)
+            verdict = "ok" if ms <= PAGE_TARGET_MS else f"OVER the {PAGE_TARGET_MS} ms target"
+            print(f"{chapter}: one page in {ms:.1f} ms (median of 5), {size / 1024:.0f} KB: {verdict}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

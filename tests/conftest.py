@@ -33,3 +33,26 @@ def subs(tmp_path: Path) -> Path:
     path.parent.mkdir(parents=True)
     nbformat.write(nbformat.read(str(MINI / "00_mini" / "mini.ipynb"), as_version=4), str(path))
     return tmp_path / "subs"
+
+
+@pytest.fixture(scope="session")
+def grade_batch(tmp_path_factory):
+    """``grade.main`` for the batches of real chapters, their reference runs shared by the session:
+    a chapter's solution runs once per engine and options, not once per module. Each workspace
+    starts with the references earlier batches of the same options made (the grader takes one
+    only where its fingerprint matches: same source, options, engine, grader) and adds its own."""
+    store = tmp_path_factory.mktemp("references")
+
+    def run(submissions: Path, workdir: Path, **options):
+        from grader import grade
+
+        group = store / "-".join(f"{k}={v}" for k, v in sorted(options.items()) if k != "jobs").replace("/", "_")
+        mine = Path(workdir) / "reference"
+        if group.is_dir():
+            shutil.copytree(group, mine, dirs_exist_ok=True)
+        reports = grade.main(submissions, workdir, **options)
+        if mine.is_dir():
+            shutil.copytree(mine, group, dirs_exist_ok=True)
+        return reports
+
+    return run

@@ -296,11 +296,22 @@ def pack_wrong_answers(subs: Path, prefix: str, *, sparse: bool) -> tuple[dict[i
     return where, solved
 
 
+def write_correct_alternatives(subs: Path, prefix: str) -> None:
+    """Submission ``<prefix><k>`` of a chapter answers every exercise with its k-th correct
+    alternative (the last one, for an exercise with fewer)."""
+    for chapter, k in correct_plans():
+        answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
+        path = subs / f"{prefix}{k}" / chapter / project.source_notebook(chapter).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+
+
 @pytest.fixture(scope="module")
 def class_batch(tmp_path_factory):
     """One grading batch on the fork engine: a perfect and an untouched submission for every
-    chapter, the demo's partial and syntax-error students for chapter 01, and every wrong answer,
-    packed sparsely (:func:`pack_wrong_answers`): each between solved exercises."""
+    chapter, the demo's partial and syntax-error students for chapter 01, every wrong answer,
+    packed sparsely (:func:`pack_wrong_answers`): each between solved exercises, and the "alt<k>"
+    submissions of the correct alternatives (:func:`write_correct_alternatives`)."""
     subs = tmp_path_factory.mktemp("subs")
     for chapter in CHAPTERS:
         name = project.source_notebook(chapter).name
@@ -318,6 +329,7 @@ def class_batch(tmp_path_factory):
 
     shutil.rmtree(subs / "_demo")
     where, solved = pack_wrong_answers(subs, "wrong", sparse=True)
+    write_correct_alternatives(subs, "alt")
     work = tmp_path_factory.mktemp("work")
     reports = grade.main(subs, work, jobs=2, device=GRADING_DEVICE)
     return {(r.student, r.chapter): r for r in reports}, where, solved, work
@@ -354,11 +366,16 @@ def _test_of(chapter: str, answer_id: str) -> str:
 def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(class_batch, case_index):
     reports, where, solved, _ = class_batch
     chapter, case = wrong_cases()[case_index]
-    student = where[case_index]
-    report = reports[(student, chapter)]
+    assert_it_costs_its_exercise_only(reports[(where[case_index], chapter)], chapter, case, solved[(where[case_index], chapter)])
+
+
+def assert_it_costs_its_exercise_only(report, chapter: str, case: dict, kept_answers: set[str], engine: str = "fork") -> None:
+    """The wrong answer ``case`` fails its test with the reason its fixture names, ending with one of
+    its exercise's hints (or a bare status), and the exercises of its submission that hold no mistake
+    (``kept_answers``, at least one) keep their points."""
     target = _test_of(chapter, case["grade_id"])
     verdict = next(t for t in report.tests if t["grade_id"] == target)
-    assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target}"
+    assert verdict["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target} on the {engine} engine"
     assert re.search(case["message"], verdict["reason"]), f"reason {verdict['reason']!r} does not match {case['message']!r}"
     if STATUS_CASE.match(case["message"]):
         assert hints.kind_of(verdict["reason"]) is None, f"{verdict['reason']!r} is not a status"
@@ -367,10 +384,10 @@ def test_a_wrong_answer_loses_its_exercise_with_a_message_naming_the_mistake(cla
         assert "What to try: " in verdict["reason"] and any(
             verdict["reason"].endswith(hints.LEAD + hint) for hint in table.values()
         ), f"reason {verdict['reason']!r} does not end with a hint of {case['grade_id']}"
-    # a mistake costs its own exercise only: the solved exercises around it keep their points
-    kept = {_test_of(chapter, gid) for gid in solved[(student, chapter)]}
+    # a mistake costs its own exercise only: the exercises around it without a mistake keep their points
+    kept = {_test_of(chapter, gid) for gid in kept_answers}
     lost = [(t["grade_id"], t["reason"]) for t in report.tests if t["grade_id"] in kept and t["status"] != "passed"]
-    assert kept and not lost, f"{student}: solved exercises lost points next to the wrong answers: {lost}"
+    assert kept and not lost, f"{report.student}: exercises without a mistake lost points next to the wrong answers: {lost}"
 
 
 @pytest.mark.slow
@@ -428,17 +445,10 @@ def test_every_exercise_has_two_correct_alternatives_in_other_idioms():
 
 
 @pytest.fixture(scope="module")
-def correct_batch(tmp_path_factory):
-    """One grading batch of every chapter's "alt<k>" submissions: submission k answers every
-    exercise with its k-th correct alternative (the last one, for an exercise with fewer)."""
-    subs = tmp_path_factory.mktemp("correct-subs")
-    for chapter, k in correct_plans():
-        answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
-        path = subs / f"alt{k}" / chapter / project.source_notebook(chapter).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
-    reports = grade.main(subs, tmp_path_factory.mktemp("correct-work"), jobs=2, device=GRADING_DEVICE)
-    return {(r.student, r.chapter): r for r in reports}
+def correct_batch(class_batch):
+    """The "alt<k>" submissions' reports: graded in the fork engine's one batch (:func:`class_batch`)."""
+    reports, *_ = class_batch
+    return reports
 
 
 @pytest.mark.slow
@@ -461,40 +471,81 @@ def test_fixtures_speak_of_the_answers_only():
             assert not re.search(r"/tmp/|/work/|\.venv", words), f"{path.name}:{case['grade_id']}: {words}"
 
 
+def pack_densely(subs: Path, prefix: str) -> tuple[dict[int, str], dict[tuple[str, str, int], str], dict[tuple[str, str], set[str]]]:
+    """Every wrong answer and every correct alternative of a chapter in as few submissions
+    (``<prefix><k>``) as its exercises allow: as many as the exercise with the most wrong answers
+    and alternatives has, and enough that no submission holds only mistakes. Each exercise's wrong
+    answers go to the submissions holding the fewest mistakes so far, its alternatives to the
+    others, the solution to the rest: every mistake sits next to exercises answered right, which
+    must keep their points.
+
+    Returns (wrong-answer index -> its submission's student, (chapter, answer grade_id, j) -> the
+    student holding that exercise's j-th alternative, (student, chapter) -> the answer grade_ids it
+    holds no mistake in)."""
+    wrong: dict[str, dict[str, list[tuple[int, dict]]]] = {}
+    for index, (chapter, case) in enumerate(wrong_cases()):
+        wrong.setdefault(chapter, {}).setdefault(case["grade_id"], []).append((index, case))
+    where: dict[int, str] = {}
+    alt_where: dict[tuple[str, str, int], str] = {}
+    right: dict[tuple[str, str], set[str]] = {}
+    for chapter in CHAPTERS:
+        ids, mistakes = samples.answer_ids(chapter), wrong.get(chapter, {})
+        alternatives = correct_alternatives(chapter)
+        total = sum(map(len, mistakes.values()))
+        size = max([len(mistakes.get(g, [])) + len(alternatives.get(g, [])) for g in ids]
+                   + [-(-total // max(1, len(ids) - 1))])
+        plan: list[dict[str, object]] = [dict.fromkeys(ids, samples.SOLUTION) for _ in range(size)]
+        load = [0] * size
+        for gid in sorted(ids, key=lambda g: -len(mistakes.get(g, []))):
+            order = sorted(range(size), key=lambda k: (load[k], k))
+            cases = mistakes.get(gid, [])
+            for k, (index, case) in zip(order, cases, strict=False):
+                plan[k][gid], where[index] = case["source"], f"{prefix}{k}"
+                load[k] += 1
+            for k, (j, case) in zip(sorted(order[len(cases):]), enumerate(alternatives.get(gid, [])), strict=False):
+                plan[k][gid], alt_where[(chapter, gid, j)] = case["source"], f"{prefix}{k}"
+        taken = {(where[i], chapter, case["grade_id"]) for cases in mistakes.values() for i, case in cases}
+        for k, answers in enumerate(plan):
+            student = f"{prefix}{k}"
+            right[(student, chapter)] = {gid for gid in ids if (student, chapter, gid) not in taken}
+            path = subs / student / chapter / project.source_notebook(chapter).name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(samples.make_submission(chapter, answers)))
+    return where, alt_where, right
+
+
 @pytest.fixture(scope="module")
-def kernel_batch(tmp_path_factory):
-    """The same answers on the kernel engine, packed densely: submission "kwrong<k>" of a chapter
-    answers each exercise with its k-th wrong answer (the solution where it has fewer), "kalt<k>"
-    each with its k-th correct alternative. The fork engine grades each wrong answer between solved
-    exercises (:func:`class_batch`); here each is graded next to the other exercises' mistakes."""
+def kernel_batch(tmp_path_factory, grade_batch):
+    """The same answers on the kernel engine, packed densely (:func:`pack_densely`): every wrong
+    answer and every correct alternative in as few submissions as the chapter allows, each wrong
+    answer next to exercises answered right (the solution or an alternative), which keep their points."""
     subs = tmp_path_factory.mktemp("kernel-subs")
-    where, _ = pack_wrong_answers(subs, "kwrong", sparse=False)
-    for chapter, k in correct_plans():
-        answers = {gid: cases[min(k, len(cases) - 1)]["source"] for gid, cases in correct_alternatives(chapter).items()}
-        path = subs / f"kalt{k}" / chapter / project.source_notebook(chapter).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(samples.make_submission(chapter, answers)))
-    reports = grade.main(subs, tmp_path_factory.mktemp("kernel-work"), jobs=2, device=GRADING_DEVICE, engine="kernel")
-    return {(r.student, r.chapter): r for r in reports}, where
+    where, alt_where, right = pack_densely(subs, "kernel")
+    reports = grade_batch(subs, tmp_path_factory.mktemp("kernel-work"), jobs=2, device=GRADING_DEVICE, engine="kernel")
+    return {(r.student, r.chapter): r for r in reports}, where, alt_where, right
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case_index", range(len(wrong_cases())), ids=[f"{c}:{x['grade_id']}:{x['mistake'][:40]}" for c, x in wrong_cases()])
 def test_a_wrong_answer_loses_its_exercise_on_the_kernel_engine_too(kernel_batch, case_index):
-    reports, where = kernel_batch
+    reports, where, _, right = kernel_batch
     chapter, case = wrong_cases()[case_index]
     assert case_index in where, "every wrong answer is in one of the packed submissions"
-    report = reports[(where[case_index], chapter)]
-    target = _test_of(chapter, case["grade_id"])
-    verdict_ = next(t for t in report.tests if t["grade_id"] == target)
-    assert verdict_["status"] != "passed", f"the wrong answer ({case['mistake']}) passed {target} on the kernel engine"
-    assert re.search(case["message"], verdict_["reason"]), f"reason {verdict_['reason']!r} does not match {case['message']!r}"
+    student = where[case_index]
+    assert_it_costs_its_exercise_only(reports[(student, chapter)], chapter, case, right[(student, chapter)], "kernel")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("chapter", "k"), correct_plans(), ids=[f"{c}-alt{k}" for c, k in correct_plans()])
 def test_a_correct_answer_in_another_idiom_scores_full_marks_on_the_kernel_engine_too(kernel_batch, chapter, k):
-    reports, _ = kernel_batch
-    report = reports[(f"kalt{k}", chapter)]
-    failed = [(t["grade_id"], t["reason"]) for t in report.tests if t["status"] != "passed"]
-    assert report.score == report.max_score > 0, f"kalt{k} of {chapter}: {report.status} {report.message}; {failed}"
+    """Each exercise's k-th correct alternative (its last, for an exercise with fewer) scores its
+    test's full points, in whichever packed submission holds it."""
+    reports, _, alt_where, _ = kernel_batch
+    refused = {}
+    for gid, cases in correct_alternatives(chapter).items():
+        j = min(k, len(cases) - 1)
+        report = reports[(alt_where[(chapter, gid, j)], chapter)]
+        verdict_ = next(t for t in report.tests if t["grade_id"] == _test_of(chapter, gid))
+        if report.status != "graded" or verdict_["status"] != "passed" or verdict_["points"] != verdict_["max_points"] or not verdict_["max_points"]:
+            refused[gid] = (report.student, report.status, verdict_["status"], verdict_["reason"], cases[j]["idiom"])
+    assert not refused, f"alternative {k} of {chapter} refused on the kernel engine: {refused}"

@@ -18,7 +18,7 @@ import re
 import nbformat
 import pytest
 
-from grader import cells, grade, project, samples
+from grader import cells, project, samples
 from grader.pages import feedback
 
 pytestmark = pytest.mark.slow
@@ -235,7 +235,7 @@ ENGINES = ("fork", "kernel")
 
 
 @pytest.fixture(scope="module")
-def batches(tmp_path_factory):
+def batches(tmp_path_factory, grade_batch):
     """The class graded once per engine: engine -> (reports by student, workspace)."""
     subs = tmp_path_factory.mktemp("cheats")
     name = project.source_notebook(CH).name
@@ -249,7 +249,7 @@ def batches(tmp_path_factory):
     out = {}
     for engine in ENGINES:
         work = tmp_path_factory.mktemp(f"work-{engine}")
-        reports = grade.main(subs, work, jobs=2, engine=engine, cell_timeout=20)
+        reports = grade_batch(subs, work, jobs=2, engine=engine, cell_timeout=20)
         feedback.main(work)
         out[engine] = ({r.student: r for r in reports}, work)
     return out

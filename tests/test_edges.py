@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import grade, project, samples
+from grader import project, samples
 from grader.intake.workspace import Workspace
 from grader.pages import feedback, report
 from grader.record import export
@@ -331,7 +331,7 @@ class Batch:
 
 
 @pytest.fixture(scope="module")
-def batches(tmp_path_factory):
+def batches(tmp_path_factory, grade_batch):
     """The corpus graded once per engine, then its pages, CSVs and class report: engine -> Batch."""
     subs = tmp_path_factory.mktemp("edges-subs")
     for s in CORPUS:
@@ -347,7 +347,7 @@ def batches(tmp_path_factory):
         errors: dict[str, str] = {}
         reports, pages, csvs = [], [], []
         try:
-            reports = grade.main(subs, work, jobs=2, engine=engine, cell_timeout=20)
+            reports = grade_batch(subs, work, jobs=2, engine=engine, cell_timeout=20)
         except Exception as exc:  # noqa: BLE001 - the test says which stage stopped
             errors["grade"] = f"{type(exc).__name__}: {exc}"
         else:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course_utils.observe import MIME, encode
-from grader import grade, project, samples
+from grader import project, samples
 from grader.escaping import FORMULA_START
 from grader.intake.submissions import Submission
 from grader.intake.workspace import Workspace
@@ -236,7 +236,7 @@ CLASS = {
 
 
 @pytest.fixture(scope="module")
-def batches(tmp_path_factory):
+def batches(tmp_path_factory, grade_batch):
     """The class graded once per engine, then its pages and exports: engine -> (reports by folder, workspace)."""
     subs = tmp_path_factory.mktemp("edges")
     name = project.source_notebook(CH).name
@@ -247,7 +247,7 @@ def batches(tmp_path_factory):
     out = {}
     for engine in ENGINES:
         work = tmp_path_factory.mktemp(f"edges-{engine}")
-        reports = grade.main(subs, work, jobs=2, engine=engine, cell_timeout=20)
+        reports = grade_batch(subs, work, jobs=2, engine=engine, cell_timeout=20)
         db = Workspace(work).default_db_url()
         out[engine] = ({r.name or r.student: r for r in reports}, work, feedback.main(work), [
             export.write_grades_csv(db, work / "course-grades.csv", workdir=work),

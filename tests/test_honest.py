@@ -177,7 +177,7 @@ AUTOGRAD_STUDENTS = {
 
 
 @pytest.fixture(scope="module", params=["fork", "kernel"])
-def graded(tmp_path_factory, request):
+def graded(tmp_path_factory, request, grade_batch):
     subs = tmp_path_factory.mktemp("honest")
     name = project.source_notebook(CH).name
     nb = perfect()
@@ -191,7 +191,7 @@ def graded(tmp_path_factory, request):
         path.parent.mkdir(parents=True)
         path.write_text(edit(nb, change), encoding="utf-8")
     work = tmp_path_factory.mktemp("work")
-    reports = grade.main(subs, work, jobs=2, engine=request.param)
+    reports = grade_batch(subs, work, jobs=2, engine=request.param)
     export.write_grades_csv(grade.Workspace(work).default_db_url(), work / "grades.csv")
     return {(r.student, r.chapter): r for r in reports}, work
 

@@ -10,7 +10,7 @@ import json
 import nbformat
 import pytest
 
-from grader import cells, grade, project, samples
+from grader import cells, project, samples
 
 pytestmark = pytest.mark.slow
 
@@ -99,13 +99,13 @@ HONEST = {
 
 
 @pytest.fixture(scope="module", params=["fork", "kernel"])
-def graded(tmp_path_factory, request):
+def graded(tmp_path_factory, request, grade_batch):
     subs = tmp_path_factory.mktemp("rules")
     for student, (chapter, answers, before, *_) in {**HOSTILE, **HONEST}.items():
         path = subs / student / chapter / project.source_notebook(chapter).name
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(_notebook(chapter, answers, before)), encoding="utf-8")
-    reports = grade.main(subs, tmp_path_factory.mktemp("work"), jobs=2, engine=request.param, cell_timeout=60)
+    reports = grade_batch(subs, tmp_path_factory.mktemp("work"), jobs=2, engine=request.param, cell_timeout=60)
     students = {**HOSTILE, **HONEST}
     return {r.student: r for r in reports if r.chapter == students[r.student][0]}
 
