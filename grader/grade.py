@@ -208,7 +208,7 @@ def _grade_now(ws: Workspace, chapters: _Chapters, candidates: list[tuple[Submis
         engine, GRADER_REVISION, ws.root / "reference", threads=jobs if overlap else 1,
         meanwhile=items if overlap else None)
     done = len(reports)
-    executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.flush)
+    executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.idle)
     try:
         for sub, fp, ran in executed:
             judged = (references.get(sub.chapter, {}), chapters.tests[sub.chapter],

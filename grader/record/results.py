@@ -64,8 +64,8 @@ class Recorder:
     """Records reports a few at a time: their scores in one gradebook transaction, then their result files.
 
     A report waits here until ``batch`` of them are waiting, or the oldest has waited ``wait``
-    seconds when another arrives, or :meth:`flush` is called (the batch's end, or when nothing
-    else is ready). The order -- the transaction committed, then each result file written -- is
+    seconds when another arrives or when nothing else is ready (:meth:`idle`), or :meth:`flush` is
+    called (the batch's end). The order -- the transaction committed, then each result file written -- is
     what makes a killed batch resume to the same grades: a result file exists only for scores
     the gradebook holds, and a submission without one is graded again.
     """
@@ -105,6 +105,12 @@ class Recorder:
         report.message = "; ".join(filter(None, [report.message, "the grade recorded earlier is kept"]))
         log.warning("%s/%s: %s; the grade recorded earlier is kept", report.student, report.chapter, report.status)
         return True
+
+    def idle(self) -> None:
+        """Nothing else is ready: record the waiting reports once the oldest has waited ``wait`` seconds
+        (a batch whose results come one at a time writes one transaction per ``wait``, not per submission)."""
+        if self._pending and time.monotonic() - self._since >= self.wait:
+            self.flush()
 
     def flush(self) -> None:
         """Record every waiting report now."""
