@@ -108,7 +108,7 @@ def timed_stages() -> collections.Counter:
     stages = [(grade, "read_submission", "read the submission"), (grade, "chapter_belongs", "check its chapter"),
               (grade, "prepare", "prepare: sanitise, put the tests in"), *steps,
               (submission, "grading_notebook", "  the tests put in"), (grade, "learner_findings", "static scan"),
-              (grade.outcome, "scored", "verdict, executed notebook written"), (rules, "violation", "  rules about how"),
+              (grade.outcome, "scored", "verdict, executed notebook written"), (judge.rules, "violation", "  rules about how"),
               (judge, "judge", "  the checks compared"), (results.Recorder, "flush", "record: gradebook, result files"),
               (scores, "save", "  the gradebook"), (forkengine._Runner, "run", "fork path: drive the children"),
               (forkchild.Child, "__init__", "  start a child"), (forkchild.Child, "request", "  a cell's request and reply"),

@@ -306,6 +306,7 @@ def score(
     guard found is a note, never a score.
     """
     notes = static_notes(list(findings), execution.nb)
+    read: rules.Read | None = None
     results = []
     seen: set[str] = set()
     for index, cell in enumerate(execution.nb.cells):
@@ -341,7 +342,8 @@ def score(
                 reason = hints.add(reason, tests[gid].hints, limit=MAX_REASON)
         rule = tests[gid].rule if gid in tests else None
         if status == PASSED and rule is not None:  # how it is written, read from its source
-            broken = rules.violation(execution.nb, rule)
+            read = read or rules.read(execution.nb)  # once for all the notebook's rules
+            broken = rules.violation(read, rule)
             if broken:
                 status, reason = FAILED, hints.add(broken, tests[gid].hints, rule=True, limit=MAX_REASON)
         reason = hints.shorten(reason, MAX_REASON)
