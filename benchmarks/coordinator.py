@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import gc
 import os
 import resource
 import secrets
@@ -54,7 +55,7 @@ from grader.execute import watchdog  # noqa: E402
 from grader.prepare import pipeline, submission  # noqa: E402
 from grader.prepare.release import dumps  # noqa: E402
 from grader.record import results, scores  # noqa: E402
-from grader.verdict import judge, rules  # noqa: E402
+from grader.verdict import judge  # noqa: E402
 
 CHAPTER = "01_tensors"
 RUN = secrets.token_hex(3)
@@ -83,7 +84,7 @@ def timed_batch(tmp: Path, students: int, db_url: str | None, tag: str = "null")
     write_batch(subs, students, prefix=f"{tag}{students}-{RUN}-")
     shutil.copytree(tmp / "warm" / "reference", work / "reference")  # the solution's run, cached
     wall, cpu = time.perf_counter(), cpu_seconds()
-    reports = grade.main(subs, work, db_url=db_url, jobs=2, engine="fork")
+    reports = grade.main(subs, work, db_url=db_url, jobs=2, engine="fork", on_start=lambda n: gc.freeze())  # as `course`
     forkpool.shutdown()  # as the command ends: its servers stop
     return time.perf_counter() - wall, cpu_seconds() - cpu, sum(r.status == "graded" and r.score == r.max_score
                                                                  for r in reports)
