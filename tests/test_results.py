@@ -15,7 +15,8 @@ SOURCE = Path(__file__).parent / "fixtures" / "course" / "solutions" / "00_mini"
 
 def test_results_that_come_one_at_a_time_are_recorded_once_per_wait_not_once_per_submission(tmp_path, monkeypatch):
     """The coordinator is idle between results on the fork path: each idle moment records what waits
-    only once the oldest has waited the recorder's ``wait``; every report is recorded in the end."""
+    only once a result of each worker (``idle_batch``) waits or the oldest has waited the recorder's
+    ``wait``; every report is recorded in the end."""
     db = f"sqlite:///{tmp_path / 'gradebook.db'}"
     gbmod.check(db, create=True)
     gbmod.register_chapter(db, SOURCE.parent.name, SOURCE)
@@ -25,7 +26,7 @@ def test_results_that_come_one_at_a_time_are_recorded_once_per_wait_not_once_per
     real = scores.save
     monkeypatch.setattr(scores, "save", lambda url, items: saves.append(len(items)) or real(url, items))
     seen: list[Report] = []
-    recorder = record.Recorder(Workspace(tmp_path / "work"), db, seen.append, wait=0.5)
+    recorder = record.Recorder(Workspace(tmp_path / "work"), db, seen.append, wait=0.5, idle_batch=4)
     for k in range(10):  # a result every 0.1 s, the coordinator idle in between
         recorder.add(Report(f"s{k}", SOURCE.parent.name, "graded"), SOURCE)
         recorder.idle()
