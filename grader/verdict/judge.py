@@ -292,12 +292,8 @@ def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
     return notes
 
 
-def score(
-    execution: Execution,
-    reference: dict[str, list[dict]],
-    tests: dict[str, TestSource],
-    findings: list[Finding] = (),
-) -> list[TestResult]:
+def score(execution: Execution, reference: dict[str, list[dict]], tests: dict[str, TestSource],
+          findings: list[Finding] = ()) -> list[TestResult]:
     """One :class:`TestResult` per graded test cell of the executed notebook.
 
     ``reference`` maps each test's grade_id to the observations of the solution's run;
@@ -342,8 +338,7 @@ def score(
                 reason = hints.add(reason, tests[gid].hints, limit=MAX_REASON)
         rule = tests[gid].rule if gid in tests else None
         if status == PASSED and rule is not None:  # how it is written, read from its source
-            read = read or rules.read(execution.nb)  # once for all the notebook's rules
-            broken = rules.violation(read, rule)
+            broken = rules.violation(read := read or rules.read(execution.nb), rule)  # read once for all its rules
             if broken:
                 status, reason = FAILED, hints.add(broken, tests[gid].hints, rule=True, limit=MAX_REASON)
         reason = hints.shorten(reason, MAX_REASON)
