@@ -145,7 +145,8 @@ def main(
         forkpool.prestart(base, jobs)  # torch, while we prepare
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
-    recorder = record.Recorder(ws, db_url, _collect(reports, on_progress))
+    # waiting for workers, the coordinator records once each of them has handed back a result (or after a while)
+    recorder = record.Recorder(ws, db_url, _collect(reports, on_progress), idle_batch=jobs)
     _record_not_submitted(ws, recorder, found, sources, reports)
     if on_start:  # before the solutions' runs, which take a few seconds per chapter
         on_start(len(candidates))
@@ -208,7 +209,7 @@ def _grade_now(ws: Workspace, chapters: _Chapters, candidates: list[tuple[Submis
         engine, GRADER_REVISION, ws.root / "reference", threads=jobs if overlap else 1,
         meanwhile=items if overlap else None)
     done = len(reports)
-    executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.flush)
+    executed = dispatch.execute_all(itertools.chain(prepared, items), jobs, engine, scheduler, on_idle=recorder.idle)
     try:
         for sub, fp, ran in executed:
             judged = (references.get(sub.chapter, {}), chapters.tests[sub.chapter],

@@ -206,3 +206,23 @@ def test_servers_for_an_lms_zip_are_prestarted_with_the_preload_of_the_chapter_i
     assert options.preload == project.preload({"08_training_loop"}) and "torch._dynamo" in options.preload
     climod._start_servers(ws, zp, None, 2, device="cpu", isolate=False, chapter="01_tensors")  # --chapter wins
     assert started[1][0].preload == project.preload({"01_tensors"})
+
+
+def test_course_grade_leaves_what_start_up_made_out_of_the_collectors_scans(subs, tmp_path, monkeypatch):
+    """Once the batch starts, torch's, nbgrader's and the releases' objects are frozen (never scanned
+    again by the garbage collector): on the fork path a collection scanned them all, a few ms a submission."""
+    import gc
+
+    from grader import grade
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+
+    def batch(*args, on_start=None, **kwargs):
+        on_start(0)
+        frozen.append("graded")
+        return []
+
+    monkeypatch.setattr(grade, "main", batch)
+    course("grade", subs, "--workdir", tmp_path / "w", "--solutions", MINI, "--jobs", "1")
+    assert frozen == [True, "graded"]

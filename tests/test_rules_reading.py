@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from grader import cells, project, samples
 from grader.verdict import rules
-from grader.verdict.rules import reading
+from grader.verdict.rules import checks, reading
 
 
 def _rule(chapter: str, answer: str) -> rules.Rule:
@@ -228,6 +228,29 @@ def test_a_batch_parses_each_release_cell_once(monkeypatch):
             rules.violation(nb, rule)
     twice = {source[:60] for source in parsed if parsed.count(source) > 1}
     assert parsed and not twice, f"parsed more than once: {sorted(twice)[:3]}"
+
+
+def test_a_batch_walks_each_reached_statement_once_and_reads_a_notebook_once_for_all_its_rules(monkeypatch):
+    """What a rule looks at in a statement is worked out once per batch (the statement is one object
+    per distinct source), not once per rule and submission; a notebook's cells are looked up once for
+    all the rules of its chapter."""
+    chapter = "01_tensors"
+    found = rules.from_settings(project.grading_settings(project.source_notebook(chapter).parent),
+                                nbformat.read(str(project.source_notebook(chapter)), as_version=4))
+    assert len(found) > 1
+    checks._visited.cache_clear()
+    looked_up: list[str] = []
+    real = reading.read
+    monkeypatch.setattr(reading, "read", lambda source: looked_up.append(source) or real(source))
+    walked = []
+    for k in range(4):  # the ruled answers the same, an answer no rule reaches written differently
+        answers = {**dict.fromkeys(samples.answer_ids(chapter), samples.SOLUTION), "ex7_where_is_max": f"x = {k}\n"}
+        notebook = rules.read(_nb(chapter, answers))
+        assert len(looked_up) == len(notebook.cells) * (k + 1), "a notebook's cells looked up more than once"
+        for rule in found.values():
+            rules.violation(notebook, rule)
+        walked.append(checks._visited.cache_info().misses)
+    assert walked[0] > 0 and walked == walked[:1] * 4, f"statements walked again for another submission: {walked}"
 
 
 # -- equivalent forms of correct answers keep their points (property-based) -------------------------

@@ -31,8 +31,8 @@ def execute_all(todo: Iterable[tuple], jobs: int, engine: str = "kernel", schedu
     process that crashes costs the submission it was running; the others are run again in
     a fresh pool. The fork engine's workers are threads of this process: each drives the
     children of its own warm server, which do the work. ``on_idle`` is called when the
-    coordinator is about to wait for workers with no result ready (with ``jobs`` 1: before each
-    execution, which the coordinator waits for).
+    coordinator is about to wait for workers with no result ready, and every :data:`TICK` seconds
+    while it waits (with ``jobs`` 1: before each execution, which the coordinator waits for).
 
     No submission can hang the batch: each execution is watched (:func:`grader.execute.watchdog.execute_notebook`), and a
     worker process whose submission is :data:`BACKSTOP` seconds past even that (a process wedged
@@ -270,6 +270,6 @@ def _as_submitted(pool: concurrent.futures.Executor, todo: Iterable[tuple], engi
     while pending:
         if not any(f.done() for f in pending):
             on_idle()
-        done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        done, _ = concurrent.futures.wait(pending, timeout=TICK, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
             yield pending.pop(future), future

@@ -64,16 +64,16 @@ class Recorder:
     """Records reports a few at a time: their scores in one gradebook transaction, then their result files.
 
     A report waits here until ``batch`` of them are waiting, or the oldest has waited ``wait``
-    seconds when another arrives, or :meth:`flush` is called (the batch's end, or when nothing
-    else is ready). The order -- the transaction committed, then each result file written -- is
+    seconds when another arrives, or ``idle_batch`` wait or the oldest has waited ``wait`` when
+    nothing else is ready (:meth:`idle`), or :meth:`flush` is called (the batch's end). The order -- the transaction committed, then each result file written -- is
     what makes a killed batch resume to the same grades: a result file exists only for scores
     the gradebook holds, and a submission without one is graded again.
     """
 
     def __init__(self, ws: Workspace, db_url: str, on_recorded: Callable[[Report], None] | None = None,
-                 *, batch: int = 64, wait: float = 0.5) -> None:
+                 *, batch: int = 64, wait: float = 0.5, idle_batch: int = 1) -> None:
         self.ws, self.db_url, self.on_recorded = ws, db_url, on_recorded
-        self.batch, self.wait = batch, wait
+        self.batch, self.wait, self.idle_batch = batch, wait, idle_batch
         self._pending: list[tuple[Report, Path, bool]] = []
         self._since = 0.0
 
@@ -105,6 +105,13 @@ class Recorder:
         report.message = "; ".join(filter(None, [report.message, "the grade recorded earlier is kept"]))
         log.warning("%s/%s: %s; the grade recorded earlier is kept", report.student, report.chapter, report.status)
         return True
+
+    def idle(self) -> None:
+        """Nothing else is ready: record the waiting reports once ``idle_batch`` of them wait or the
+        oldest has waited ``wait`` seconds (results that come one at a time, as the fork path's do, are
+        not one transaction each)."""
+        if self._pending and (len(self._pending) >= self.idle_batch or time.monotonic() - self._since >= self.wait):
+            self.flush()
 
     def flush(self) -> None:
         """Record every waiting report now."""

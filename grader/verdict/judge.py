@@ -292,12 +292,8 @@ def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:
     return notes
 
 
-def score(
-    execution: Execution,
-    reference: dict[str, list[dict]],
-    tests: dict[str, TestSource],
-    findings: list[Finding] = (),
-) -> list[TestResult]:
+def score(execution: Execution, reference: dict[str, list[dict]], tests: dict[str, TestSource],
+          findings: list[Finding] = ()) -> list[TestResult]:
     """One :class:`TestResult` per graded test cell of the executed notebook.
 
     ``reference`` maps each test's grade_id to the observations of the solution's run;
@@ -306,6 +302,7 @@ def score(
     guard found is a note, never a score.
     """
     notes = static_notes(list(findings), execution.nb)
+    read: rules.Read | None = None
     results = []
     seen: set[str] = set()
     for index, cell in enumerate(execution.nb.cells):
@@ -341,7 +338,7 @@ def score(
                 reason = hints.add(reason, tests[gid].hints, limit=MAX_REASON)
         rule = tests[gid].rule if gid in tests else None
         if status == PASSED and rule is not None:  # how it is written, read from its source
-            broken = rules.violation(execution.nb, rule)
+            broken = rules.violation(read := read or rules.read(execution.nb), rule)  # read once for all its rules
             if broken:
                 status, reason = FAILED, hints.add(broken, tests[gid].hints, rule=True, limit=MAX_REASON)
         reason = hints.shorten(reason, MAX_REASON)

@@ -25,6 +25,6 @@ no Python, imports a module of its own, evaluates a type hint that runs code, or
 library's private name. The last two cost the exercise, with the line named (:mod:`.checks`).
 """
 
-from grader.verdict.rules.rule import Rule, bindings, from_settings, violation
+from grader.verdict.rules.rule import Read, Rule, bindings, from_settings, read, violation
 
-__all__ = ["Rule", "bindings", "from_settings", "violation"]
+__all__ = ["Read", "Rule", "bindings", "from_settings", "read", "violation"]

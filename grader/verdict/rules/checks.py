@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from typing import TYPE_CHECKING
 
 from grader.verdict.rules import names as nm
@@ -31,17 +32,12 @@ class Reader:
 
     def statement(self, node: ast.stmt) -> tuple[ast.AST, str] | None:
         """The first node of ``node`` (a reached top-level statement) that breaks the rule, and why."""
-        hints = self._hints(node)
-        for n in ast.walk(node):
-            why = self._hint(n) if id(n) in hints else None
-            why = why or self._node(n, hint=id(n) in hints)
+        for n, hint in _visited(node):
+            why = self._hint(n) if hint else None
+            why = why or self._node(n, hint=hint)
             if why:
                 return n, why
         return None
-
-    def _hints(self, top: ast.AST) -> dict[int, ast.AST]:
-        """Every node inside an annotation, by id."""
-        return {id(n): h for a in ast.walk(top) for h in annotations(a) for n in ast.walk(h)}
 
     def _hint(self, node: ast.AST) -> str | None:
         """An annotation is evaluated when its def runs: a subscript or a `|` of anything but builtins
@@ -169,6 +165,22 @@ class Reader:
             if node.name in calls:
                 return f"calls {nm.quote(node.name)} from itself, a loop by recursion, which this exercise rules out"
         return None
+
+
+#: the nodes a rule can find something in (:meth:`Reader._node`), and inside a type hint (:meth:`Reader._hint`)
+FOUND_IN = (ast.Import, ast.ImportFrom, ast.Attribute, ast.Name, ast.Constant, ast.Call, ast.FunctionDef,
+            ast.AsyncFunctionDef, ast.BinOp, ast.AugAssign, *LOOPS)
+FOUND_IN_HINTS = (ast.Call, ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Subscript, ast.BinOp)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _visited(top: ast.AST) -> tuple[tuple[ast.AST, bool], ...]:
+    """The nodes of ``top`` a rule can find something in, in :func:`ast.walk`'s order, each with
+    whether it is inside an annotation: worked out once per statement (a statement is one object per
+    distinct source, :func:`grader.verdict.rules.reading.read`), not once per rule and submission."""
+    hints = {id(n) for a in ast.walk(top) for h in annotations(a) for n in ast.walk(h)}
+    return tuple((n, id(n) in hints) for n in ast.walk(top)
+                 if isinstance(n, FOUND_IN) or (id(n) in hints and isinstance(n, FOUND_IN_HINTS)))
 
 
 def _families(entries: frozenset[str]) -> frozenset[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from nbformat import NotebookNode
 
@@ -65,18 +66,31 @@ def _defined(source: str) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
 
-def bindings(nb: NotebookNode, rule: Rule) -> Bindings:
-    """The bindings of the code cells the rule's test runs after (the grader's test cells left out)."""
-    read: list[tuple[str | None, reading.Cell]] = []
-    tests: dict[str, int] = {}  # test grade_id -> how many code cells come before it
+class Read(NamedTuple):
+    """A notebook's code cells as the rules read them, once for all its rules (:func:`read`)."""
+
+    cells: tuple[tuple[str | None, reading.Cell], ...]  # (grade_id, cell) of each code cell but the grader's tests
+    tests: dict[str, int]  # test grade_id -> how many of those come before it
+
+
+def read(nb: NotebookNode) -> Read:
+    """``nb``'s code cells read for the rules (each distinct source once per batch: :func:`reading.read`)."""
+    found: list[tuple[str | None, reading.Cell]] = []
+    tests: dict[str, int] = {}
     for cell in nb.cells:
         if cells.is_test(cell):
-            tests.setdefault(cells.grade_id(cell) or "", len(read))
+            tests.setdefault(cells.grade_id(cell) or "", len(found))
         elif cell.get("cell_type") == "code":
-            read.append((cells.grade_id(cell), reading.read(cells.source_text(cell))))
-    found = _bindings(tuple(read))
-    before = tests.get(rule.test, len(read)) if rule.test else len(read)
-    return found.before(sum(len(cell.statements) for _, cell in read[:before]))
+            found.append((cells.grade_id(cell), reading.read(cells.source_text(cell))))
+    return Read(tuple(found), tests)
+
+
+def bindings(nb: NotebookNode | Read, rule: Rule) -> Bindings:
+    """The bindings of the code cells the rule's test runs after (the grader's test cells left out)."""
+    notebook = nb if isinstance(nb, Read) else read(nb)
+    found = _bindings(notebook.cells)
+    before = notebook.tests.get(rule.test, len(notebook.cells)) if rule.test else len(notebook.cells)
+    return found.before(sum(len(cell.statements) for _, cell in notebook.cells[:before]))
 
 
 @functools.lru_cache(maxsize=16)
@@ -86,8 +100,11 @@ def _bindings(read: tuple[tuple[str | None, reading.Cell], ...]) -> Bindings:
     return Bindings(list(read))
 
 
-def violation(nb: NotebookNode, rule: Rule) -> str | None:
-    """Why the answer breaks ``rule`` or cannot be read (a sentence of the grader's own, with a line number), or None."""
+def violation(nb: NotebookNode | Read, rule: Rule) -> str | None:
+    """Why the answer breaks ``rule`` or cannot be read (a sentence of the grader's own, with a line number), or None.
+
+    ``nb``: the notebook, or its :func:`read` (a notebook with several rules is read once for all).
+    """
     found = bindings(nb, rule)
     reached, names = found.reach(rule.functions)
     reader = Reader(rule, found, names, found.writes)
@@ -122,5 +139,12 @@ def _only_reached(top: ast.AST, names: set[str]) -> ast.AST | None:
             if a.name == "*" or bound in names]
     if not kept:
         return None
-    copy = type(top)(**{**{f: getattr(top, f) for f in top._fields}, "names": kept})
+    return top if len(kept) == len(top.names) else _narrowed(top, tuple(kept))
+
+
+@functools.lru_cache(maxsize=1024)
+def _narrowed(top: ast.Import | ast.ImportFrom, kept: tuple[ast.alias, ...]) -> ast.Import | ast.ImportFrom:
+    """``top`` with only the aliases ``kept``: one copy per batch, so what a rule looks at in it is
+    worked out once (:func:`grader.verdict.rules.checks._visited`)."""
+    copy = type(top)(**{**{f: getattr(top, f) for f in top._fields}, "names": list(kept)})
     return ast.copy_location(copy, top)
