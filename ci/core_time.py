@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 WORDS_PER_MIN, LINES_PER_MIN, MIN_PER_EXERCISE = 200, 15, 7
 _FENCED = re.compile(r"```.*?```", re.S)
 _HIDDEN = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS).*?### END \1", re.S)
+_DELIMITERS = ("", "### BEGIN STUB", "### END STUB")  # a debugging exercise's buggy code is read, its markers not
 
 
 @dataclass
@@ -52,7 +53,7 @@ def count(cells: list[Any]) -> tuple[Count, Count]:
             part.words += len(_FENCED.sub(" ", src).split())
         elif cell.get("cell_type") == "code":
             part.exercises += bool(meta.get("nbgrader", {}).get("solution"))
-            part.lines += sum(1 for line in _HIDDEN.sub("", src).splitlines() if line.strip())
+            part.lines += sum(1 for line in _HIDDEN.sub("", src).splitlines() if line.strip() not in _DELIMITERS)
     return core, optional
 
 

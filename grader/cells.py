@@ -12,6 +12,10 @@ BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
+#: A debugging exercise's answer cell: the buggy code the release shows instead of the solution,
+#: commented out in the source after the solution region (grader.prepare.stubs).
+BEGIN_STUB = "### BEGIN STUB"
+END_STUB = "### END STUB"
 
 #: What an unsolved answer raises in the release (nbgrader's ClearSolutions stub).
 STUB_MESSAGE = "not solved yet: replace this line with your answer"

@@ -10,6 +10,7 @@ from nbformat import NotebookNode
 
 from grader import cells, project
 from grader.prepare.release import build_release, dumps, read
+from grader.prepare.stubs import split_stub
 
 #: Stands for "the reference solution" in an answers mapping.
 SOLUTION = object()
@@ -17,9 +18,9 @@ SOLUTION = object()
 
 def solution_code(source_cell: NotebookNode) -> str:
     """The source of an answer cell with its solution kept and the delimiters removed."""
-    lines = cells.source_text(source_cell).split("\n")
+    source, _ = split_stub(cells.source_text(source_cell))  # a debugging exercise's buggy code goes too
     return "\n".join(
-        line for line in lines if line.strip() not in (cells.BEGIN_SOLUTION, cells.END_SOLUTION)
+        line for line in source.split("\n") if line.strip() not in (cells.BEGIN_SOLUTION, cells.END_SOLUTION)
     )
 
 

@@ -180,3 +180,23 @@ def test_a_copy_whose_editor_dropped_the_notebook_metadata_is_still_checked_by_i
         ("ex2_row_sums", "test_ex2_row_sums", "the stub", sub.exercises[1].visible)]
     assert sub.exercises[1].visible.startswith("failed: NotImplementedError")
     assert sub.notes and "cannot be seen here" in sub.notes[0] and not sub.problems
+
+
+def test_a_debugging_exercise_left_as_released_is_the_stub_and_its_fix_is_an_answer(tmp_path, mini_solutions):
+    """A debugging exercise's stub runs (it is the buggy code): left as released it is still told
+    as the stub, by the release's checksum, with its failing visible test; fixed, it is written."""
+    src = mini_solutions / CH / "mini.ipynb"
+    nb = read(src)
+    answer = next(c for c in nb.cells if cells.grade_id(c) == "ex2_row_sums")
+    answer.source = answer.source.replace("    ### END SOLUTION", "    ### END SOLUTION\n    ### BEGIN STUB\n"
+                                          "    # return X.sum(dim=0, keepdim=True)\n    ### END STUB")
+    src.write_text(dumps(nb))
+    as_released = make_submission(CH, {"ex1_double": SOLUTION}, solutions_dir=mini_solutions)
+    released = next(c for c in as_released.cells if cells.grade_id(c) == "ex2_row_sums")
+    assert "X.sum(dim=0, keepdim=True)" in released.source and cells.STUB_MESSAGE not in released.source
+    row = {e.answer: e for e in handin.check(json.loads(dumps(as_released)), kernel_of(as_released)).exercises}
+    assert row["ex2_row_sums"].answer_state == "the stub"
+    assert row["ex2_row_sums"].visible.startswith("failed: AnswerError: row_sums(ones(2, 3)) has shape (1, 3)")
+    fixed = make_submission(CH, {"ex1_double": SOLUTION, "ex2_row_sums": SOLUTION}, solutions_dir=mini_solutions)
+    row = {e.answer: e for e in handin.check(json.loads(dumps(fixed)), kernel_of(fixed)).exercises}
+    assert (row["ex2_row_sums"].answer_state, row["ex2_row_sums"].visible) == ("written", "passed")

@@ -92,3 +92,73 @@ def test_the_grader_does_not_pay_for_jsonschema_s_iri_grammar():
             "nbformat.validate(nbformat.v4.new_notebook()); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+BUGGY_ROW_SUMS = '''def row_sums(X: torch.Tensor) -> torch.Tensor:
+    """Sum of each row of a 2-D tensor, shape (N, 1)."""
+    ### BEGIN SOLUTION
+    return X.sum(dim=1, keepdim=True)
+    ### END SOLUTION
+    ### BEGIN STUB
+    # total = X.sum(dim=0)
+    #
+    # for _ in range(1):
+    #     total = total + 0
+    # return total
+    ### END STUB'''
+
+
+def _with_stub(solutions: Path, source: str = BUGGY_ROW_SUMS) -> Path:
+    src = solutions / "00_mini" / "mini.ipynb"
+    nb = read(src)
+    answer = next(c for c in nb.cells if cells.grade_id(c) == "ex2_row_sums")
+    answer.source = source
+    src.write_text(release.dumps(nb))
+    return src
+
+
+def test_a_debugging_exercise_releases_its_buggy_code_in_place_of_the_solution(mini_solutions, tmp_path):
+    """The stub region, uncommented at its indentation, replaces the solution region; the markers,
+    the solution and nbgrader's NotImplementedError line are gone; other answers keep that line."""
+    src = _with_stub(mini_solutions)
+    nb = build_release("00_mini", src)
+    answer = next(c for c in nb.cells if cells.grade_id(c) == "ex2_row_sums")
+    assert cells.source_text(answer) == (
+        cells.marker_line("answer", "ex2_row_sums") + "\n"
+        'def row_sums(X: torch.Tensor) -> torch.Tensor:\n    """Sum of each row of a 2-D tensor, shape (N, 1)."""\n'
+        "    total = X.sum(dim=0)\n\n    for _ in range(1):\n        total = total + 0\n    return total"
+    )
+    other = next(c for c in nb.cells if cells.grade_id(c) == "ex1_double")
+    assert cells.STUB_MESSAGE in cells.source_text(other)
+    notebooks = do_release(mini_solutions, tmp_path)
+    assert release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks) == []
+
+
+def test_a_line_the_stub_shares_with_the_solution_is_no_leak(mini_solutions, tmp_path):
+    _with_stub(mini_solutions, BUGGY_ROW_SUMS.replace("# return total", "# return X.sum(dim=1, keepdim=True)"))
+    notebooks = do_release(mini_solutions, tmp_path)
+    assert release.check(solutions_dir=mini_solutions, notebooks_dir=notebooks) == []
+
+
+def test_a_stub_outside_an_answer_or_before_its_solution_is_refused(mini_solutions):
+    import pytest
+
+    from grader.exceptions import SourceError
+
+    misplaced = BUGGY_ROW_SUMS.replace("    ### END STUB", "").replace(
+        "    ### BEGIN SOLUTION", "    ### BEGIN STUB\n    # return 0\n    ### END STUB\n    ### BEGIN SOLUTION")
+    src = _with_stub(mini_solutions, misplaced.replace("    ### BEGIN STUB\n    # total", "    # total"))
+    with pytest.raises(SourceError, match="not after the solution region"):
+        build_release("00_mini", src)
+    src = _with_stub(mini_solutions, BUGGY_ROW_SUMS.replace("    ### END STUB", ""))
+    with pytest.raises(SourceError, match="has no '### END STUB'"):
+        build_release("00_mini", src)
+
+
+def test_the_solution_code_of_a_debugging_exercise_leaves_its_stub_out(mini_solutions):
+    from grader import samples
+
+    src = _with_stub(mini_solutions)
+    answer = next(c for c in read(src).cells if cells.grade_id(c) == "ex2_row_sums")
+    code = samples.solution_code(answer)
+    assert "return X.sum(dim=1, keepdim=True)" in code and "total" not in code and "###" not in code

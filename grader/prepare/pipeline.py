@@ -12,7 +12,6 @@ from nbgrader.preprocessors import (
     ClearHiddenTests,
     ClearMarkScheme,
     ClearOutput,
-    ClearSolutions,
     ComputeChecksums,
     LockCells,
     SaveCells,
@@ -31,16 +30,18 @@ from grader.prepare.preprocessors import (
     StripMetadata,
 )
 from grader.prepare.publish import RecordGradedCells, WriteColabInstall
+from grader.prepare.stubs import ClearSolutionsOrWriteStubs
 
 Step = type[Preprocessor]
 
 #: solutions/ -> notebooks/. nbgrader's generate_assignment order, plus our steps:
 #: markers go in before the checksums are taken, so grading sees the same checksums;
 #: SaveCells stores the cells (hidden tests included) when registering a chapter in a
-#: gradebook, so it must come before ClearHiddenTests, as in nbgrader.
+#: gradebook, so it must come before ClearHiddenTests, as in nbgrader. A debugging exercise's
+#: answer keeps its own stub (the buggy code) where every other answer gets nbgrader's.
 RELEASE: tuple[Step, ...] = (
     LockCells,
-    ClearSolutions,
+    ClearSolutionsOrWriteStubs,
     MarkExerciseCells,
     ClearOutput,
     CheckCellMetadata,

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
-from nbgrader.preprocessors import ClearSolutions, SaveCells
+from nbgrader.preprocessors import SaveCells
 
 from grader import cells, project
 from grader.exceptions import ReleaseError, SourceError
 from grader.prepare import pipeline, publish
 from grader.prepare.preprocessors import AddColabBadge
+from grader.prepare.stubs import ClearSolutionsOrWriteStubs, split_stub
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None,
     check_regions(chapter, nb)
     resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
     config = {
-        ClearSolutions: {"code_stub": {"python": cells.CODE_STUB}},
+        ClearSolutionsOrWriteStubs: {"code_stub": {"python": cells.CODE_STUB}},
         AddColabBadge: {"repository": pub.repository, "ref": pub.tag, "path": f"notebooks/{chapter}/{source.name}"},
         publish.WriteColabInstall: {"repository": pub.repository, "tag": pub.tag},
         publish.RecordGradedCells: {"chapter": chapter},
@@ -54,11 +55,13 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None,
 
 
 #: The regions nbgrader's release steps cut out: each BEGIN line needs its END line in the same cell.
-REGIONS = ((cells.BEGIN_SOLUTION, cells.END_SOLUTION), (cells.BEGIN_HIDDEN, cells.END_HIDDEN))
+REGIONS = ((cells.BEGIN_SOLUTION, cells.END_SOLUTION), (cells.BEGIN_HIDDEN, cells.END_HIDDEN),
+           (cells.BEGIN_STUB, cells.END_STUB))
 
 
 def check_regions(chapter: str, nb: NotebookNode) -> None:
-    """Refuse a source whose solution or hidden-test regions are not closed, naming the cell.
+    """Refuse a source whose solution, hidden-test or stub regions are not closed, or whose stub
+    is not in an answer cell after its solution, naming the cell.
 
     nbgrader's ClearSolutions and ClearHiddenTests raise a bare ``RuntimeError`` deep in the
     pipeline for these (and log the cell's source, solution included); this names the chapter
@@ -88,6 +91,12 @@ def check_regions(chapter: str, nb: NotebookNode) -> None:
             if open_at is not None:
                 raise SourceError(f"'{begin}' on line {open_at} has no '{end}'", where=where,
                                   hint=f"add '{end}' on its own line where the region ends")
+        stub = next((n for n, line in enumerate(lines, 1) if cells.BEGIN_STUB in line), None)
+        solution_end = next((n for n, line in enumerate(lines, 1) if cells.END_SOLUTION in line), None)
+        if stub is not None and (not cells.is_solution(cell) or solution_end is None or solution_end > stub):
+            raise SourceError(f"'{cells.BEGIN_STUB}' on line {stub} is not after the solution region of an answer cell",
+                              where=where, hint="a stub replaces its answer cell's solution region: put it after"
+                              f" '{cells.END_SOLUTION}'")
 
 
 def release_path(chapter: str, source: Path, notebooks_dir: Path) -> Path:
@@ -116,13 +125,15 @@ def _secret_lines(source_nb: NotebookNode) -> set[str]:
     """Lines that occur only inside solution or hidden-test regions of the source."""
     secret, public = set(), set()
     for cell in source_nb.cells:
+        _, stub = split_stub(cells.source_text(cell)) if cells.is_solution(cell) else (None, None)
+        public.update(line.strip() for line in stub or ())  # a debugging exercise releases its stub
         region = None
         for raw in cells.source_text(cell).splitlines():
             line = raw.strip()
-            if line in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN):
+            if line in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN, cells.BEGIN_STUB):
                 region = line
                 continue
-            if line in (cells.END_SOLUTION, cells.END_HIDDEN):
+            if line in (cells.END_SOLUTION, cells.END_HIDDEN, cells.END_STUB):
                 region = None
                 continue
             (secret if region else public).add(line)
@@ -150,7 +161,8 @@ def check(
         released_lines = {
             raw.strip() for cell in released.cells for raw in cells.source_text(cell).splitlines()
         }
-        for delimiter in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN, cells.END_SOLUTION, cells.END_HIDDEN):
+        for delimiter in (cells.BEGIN_SOLUTION, cells.BEGIN_HIDDEN, cells.END_SOLUTION, cells.END_HIDDEN,
+                          cells.BEGIN_STUB, cells.END_STUB):
             if delimiter in released_lines:
                 problems.append(f"{dest}: contains '{delimiter}'")
         leaked = sorted(_secret_lines(read(source)) & released_lines)
