@@ -45,7 +45,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "intake.interop")),
     "prepare": ("the release; read, sanitise, put the grader's tests in", (
         "prepare.submission", "prepare.parameters", "prepare.preprocessors",
-        "prepare.pipeline", "prepare.integrity", "prepare.release", "prepare.publish")),
+        "prepare.pipeline", "prepare.stubs", "prepare.integrity", "prepare.release", "prepare.publish")),
     "execute": ("run prepared notebooks, watched (engines/: kernels, fork servers, isolation)", (
         "execute.dispatch", "execute.watchdog", "execute.distributed", "engines.execution",
         "engines.kernel.engine", "engines.kernel.client",
