@@ -310,7 +310,7 @@ def plan(chapters: list[str], device: str, fast: bool, jobs: int, python: str, w
                                              "--engine", engine, "--jobs", str(jobs), "--force"],
                           timeout=BUDGET - 60, needs=("samples",), judge=grading_judge(workdir, expected)))
     steps.append(Step("same grades", func=compare(runs, f"kernel {device}"), needs=tuple(f"grade {n}" for n in runs)))
-    steps.append(Step(f"tests ({device})", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda_paths.py",
+    steps.append(Step(f"tests ({device})", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not browser", "tests/test_cuda_paths.py",
                                             "tests/test_timeline.py"],
                       timeout=180, env={"COURSE_DEVICE": device}, judge=pytest_judge))
     return steps

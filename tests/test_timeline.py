@@ -71,6 +71,7 @@ def test_a_measured_timeline_says_so_and_names_the_gpu_lane():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["CPU (Python)", "GPU"]
 
 
+@pytest.mark.gpu  # `make gpu-check` runs it on a GPU machine
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA events need a CUDA GPU")
 def test_on_cuda_the_gpu_lane_comes_from_events_and_outlasts_the_launches():
     x = torch.randn(2048, 2048, device="cuda")
