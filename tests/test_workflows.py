@@ -130,9 +130,9 @@ def test_make_ci_runs_lint_release_check_tests_browser_and_every_notebook():
     assert steps[-1] == "$(PY) ci/run_notebooks.py --device $(DEVICE) --jobs $(JOBS)"
 
 
-def test_plain_pytest_deselects_browser_tests():
+def test_plain_pytest_deselects_browser_and_gpu_tests():
     addopts = nm.tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
-    assert "-m 'not browser'" in addopts
+    assert "-m 'not browser and not gpu'" in addopts
 
 
 def test_browser_deps_installs_chromium_with_apt_only_when_missing():
