@@ -16,6 +16,14 @@ MINI = ROOT / "tests" / "fixtures" / "course" / "solutions"
 sys.path.insert(0, str(ROOT / "ci"))
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test's matplotlib figures are closed after it (pictures' tests draw many)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture
 def mini_solutions(tmp_path: Path) -> Path:
     """A private copy of the mini course's solutions/ (tests may edit it)."""

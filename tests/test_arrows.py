@@ -6,28 +6,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless, as under CI and papermill
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from figures import patches, texts  # noqa: E402
 
 from course_utils.arrows import index_arrows, show_gather, show_scatter  # noqa: E402
 
 PROBS = torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.25, 0.25], [0.05, 0.05, 0.9], [0.3, 0.3, 0.4]])
 LABELS = torch.tensor([1, 0, 2, 0])
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-def texts(fig, role: str) -> list[str]:
-    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == role]
-
-
-def patches(fig, role: str) -> list:
-    return [p for ax in fig.axes for p in ax.patches if p.get_gid() == role]
 
 
 def arrow_ends(fig) -> list[tuple[tuple[float, float], tuple[float, float]]]:

@@ -6,17 +6,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless, as under CI and papermill
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_utils.bits import LAYOUTS, float_bits, show_bits  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def row_bits(ax) -> str:

@@ -6,21 +6,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless, as under CI and papermill
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from figures import texts  # noqa: E402
 
 from course_utils.broadcast_grad import show_broadcast_grad, sum_expression  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-def texts(fig, role: str) -> list[str]:
-    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == role]
 
 
 def backward(shape_a, shape_b):

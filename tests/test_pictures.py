@@ -8,26 +8,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless, as under CI and papermill
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from figures import patches, texts  # noqa: E402
 
 from course_utils.pictures import show_broadcast, show_mask, show_strides  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-def texts(fig, role: str) -> list[str]:
-    """The texts of every cell drawn with ``role``, in drawing order."""
-    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == role]
-
-
-def patches(fig, role: str) -> list:
-    return [p for ax in fig.axes for p in ax.patches if p.get_gid() == role]
 
 
 def element_offsets(fig) -> list[int]:

@@ -9,17 +9,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless, as under CI and papermill
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_utils.timeline import CALLS, Timeline, record_timeline, show_timeline  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def bars(fig, role: str) -> list[float]:
