@@ -64,9 +64,9 @@ class Recorder:
     """Records reports a few at a time: their scores in one gradebook transaction, then their result files.
 
     A report waits here until ``batch`` of them are waiting, or the oldest has waited ``wait``
-    seconds when another arrives, or ``idle_batch`` wait or the oldest has waited ``wait`` when
-    nothing else is ready (:meth:`idle`), or :meth:`flush` is called (the batch's end). The order -- the transaction committed, then each result file written -- is
-    what makes a killed batch resume to the same grades: a result file exists only for scores
+    seconds when another arrives; when nothing else is ready (:meth:`idle`), until ``idle_batch``
+    are waiting or the oldest has waited ``wait``; or until :meth:`flush` (the batch's end). The
+    order -- the transaction committed, then each result file written -- is what makes a killed batch resume to the same grades: a result file exists only for scores
     the gradebook holds, and a submission without one is graded again.
     """
 
