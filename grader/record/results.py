@@ -66,8 +66,9 @@ class Recorder:
     A report waits here until ``batch`` of them are waiting, or the oldest has waited ``wait``
     seconds when another arrives; when nothing else is ready (:meth:`idle`), until ``idle_batch``
     are waiting or the oldest has waited ``wait``; or until :meth:`flush` (the batch's end). The
-    order -- the transaction committed, then each result file written -- is what makes a killed batch resume to the same grades: a result file exists only for scores
-    the gradebook holds, and a submission without one is graded again.
+    order -- the transaction committed, then each result file written -- is what makes a killed
+    batch resume to the same grades: a result file exists only for scores the gradebook holds, and
+    a submission without one is graded again.
     """
 
     def __init__(self, ws: Workspace, db_url: str, on_recorded: Callable[[Report], None] | None = None,
