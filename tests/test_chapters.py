@@ -149,9 +149,9 @@ def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_
     carries BADGE and exactly its section's cells are tagged "optional" (an exercise among them is a
     practice exercise, worth 0 points); skipping them leaves every name a later cell reads defined.
     At least three **Predict:** lines, each a cell of its own, then a cell where the learner commits
-    to a guess (``guess = ...``, blank
-    in the source, so a headless run goes through), then the code cell whose asserts answer it and
-    that tells the learner whether the guess was right (``cu.reveal(guess, ...)``)."""
+    to a guess (``guess = ...``, blank in the source, so a headless run goes through), then the code
+    cell whose asserts answer it and that tells the learner whether the guess was right
+    (``cu.reveal(guess, ...)``)."""
     nb = source(chapter)
     first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
     assert core_minutes(nb), "the first cell does not say 'Time: about N minutes on the core path'"
