@@ -147,10 +147,11 @@ def _names(source: str) -> tuple[set[str], set[str]]:
 def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_to_predict(chapter):
     """The first markdown cell: time, what you will be able to do, core path. A deep dive's heading
     carries BADGE and exactly its section's cells are tagged "optional" (an exercise among them is a
-    practice exercise, worth 0 points); skipping them leaves every name a later cell reads defined. At least three **Predict:** lines,
-    each a cell of its own, then a cell where the learner commits to a guess (``guess = ...``, blank
-    in the source, so a headless run goes through), then the code cell whose asserts answer it and
-    that tells the learner whether the guess was right (``cu.reveal(guess, ...)``)."""
+    practice exercise, worth 0 points); skipping them leaves every name a later cell reads defined.
+    At least three **Predict:** lines, each a cell of its own, then a cell where the learner commits
+    to a guess (``guess = ...``, blank in the source, so a headless run goes through), then the code
+    cell whose asserts answer it and that tells the learner whether the guess was right
+    (``cu.reveal(guess, ...)``)."""
     nb = source(chapter)
     first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
     assert core_minutes(nb), "the first cell does not say 'Time: about N minutes on the core path'"
@@ -553,14 +554,15 @@ def test_a_wrong_answer_loses_its_exercise_on_the_kernel_engine_too(kernel_batch
 @pytest.mark.slow
 @pytest.mark.parametrize(("chapter", "k"), correct_plans(), ids=[f"{c}-alt{k}" for c, k in correct_plans()])
 def test_a_correct_answer_in_another_idiom_scores_full_marks_on_the_kernel_engine_too(kernel_batch, chapter, k):
-    """Each exercise's k-th correct alternative (its last, for an exercise with fewer) scores its
-    test's full points, in whichever packed submission holds it."""
+    """Each exercise's k-th correct alternative (its last, for an exercise with fewer) passes its test
+    with the points the source gives it (0 for a practice exercise), in whichever packed submission holds it."""
     reports, _, alt_where, _ = kernel_batch
     refused = {}
     for gid, cases in correct_alternatives(chapter).items():
         j = min(k, len(cases) - 1)
         report = reports[(alt_where[(chapter, gid, j)], chapter)]
         verdict_ = next(t for t in report.tests if t["grade_id"] == _test_of(chapter, gid))
-        if report.status != "graded" or verdict_["status"] != "passed" or verdict_["points"] != verdict_["max_points"] or not verdict_["max_points"]:
+        worth = next(cells.points(t) for _, t in exercises(source(chapter)) if cells.grade_id(t) == verdict_["grade_id"])
+        if report.status != "graded" or verdict_["status"] != "passed" or (verdict_["points"], verdict_["max_points"]) != (worth, worth):
             refused[gid] = (report.student, report.status, verdict_["status"], verdict_["reason"], cases[j]["idiom"])
     assert not refused, f"alternative {k} of {chapter} refused on the kernel engine: {refused}"
