@@ -277,9 +277,9 @@ CORPUS: list[Sub] = [
     _cheat("forged", "standardize_in_place", CH5, "ex4_standardize_columns", STANDARDIZE_IN_PLACE, FORGE_EMIT_KEEPS_LINES),
     _cheat("forged", "softmax_bound_early", CH5, "ex5_softmax", SOFTMAX_BOUND_EARLY, FORGE_ASSERT),
     _cheat("forged", "broadcast_bound_early", CH5, "ex2_broadcast_shape", BROADCAST_BOUND_EARLY, FORGE_EMIT_KEEPS_LINES),
-    _cheat("forged", "evaluate_with_grad", CH8, "ex5_evaluate", EVALUATE_WITH_GRAD, FORGE_EMIT_KEEPS_LINES),
-    _cheat("forged", "evaluate_not_moved", CH8, "ex5_evaluate", EVALUATE_NOT_MOVED, FORGE_ASSERT),
-    _cheat("forged", "train_in_eval_mode", CH8, "ex6_train_one_epoch", TRAIN_NOT_IN_TRAIN_MODE, FORGE_EMIT_KEEPS_LINES),
+    _cheat("forged", "evaluate_with_grad", CH8, "ex6_evaluate", EVALUATE_WITH_GRAD, FORGE_EMIT_KEEPS_LINES),
+    _cheat("forged", "evaluate_not_moved", CH8, "ex6_evaluate", EVALUATE_NOT_MOVED, FORGE_ASSERT),
+    _cheat("forged", "train_in_eval_mode", CH8, "ex7_train_one_epoch", TRAIN_NOT_IN_TRAIN_MODE, FORGE_EMIT_KEEPS_LINES),
     # learner text
     _cheat("leak", "named_like_the_timeout", CH1, "ex2_element_offset", TIMEOUT_NAMED),
     _cheat("leak", "long_class_name", CH5, "ex3_r2_score", LONG_CLASS),

@@ -181,7 +181,7 @@ HINTED = {
         "    rows = torch.arange(T, device=lengths.device).unsqueeze(-1)\n"
         "    cols = torch.arange(T, device=lengths.device).unsqueeze(0)\n"
         "    return (rows >= cols) & (lengths[:, None, None] > cols)\n"),
-    ("08_training_loop", "ex7_moving_average"): (
+    ("08_training_loop", "ex8_moving_average"): (
         "def moving_average(losses: torch.Tensor, w: int) -> torch.Tensor:\n"
         "    S = losses.shape[0]\n    s = losses.cumsum(0)\n"
         "    shifted = torch.cat([losses.new_zeros(w), s])[:S]\n"

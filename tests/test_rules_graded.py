@@ -67,8 +67,8 @@ HOSTILE = {
         "ex1_steps_per_epoch": ("try:\n    from torch.utils.data import DataLoader as _DL\nexcept Exception:\n    _DL = None\n\n"
                                 "def steps_per_epoch(num_samples, batch_size, drop_last=False):\n"
                                 "    return len(_DL(range(num_samples), batch_size=batch_size, drop_last=drop_last))\n"),
-        "ex7_moving_average": MOVING_BY_MAP}, {},
-        ["test_ex1_steps_per_epoch", "test_ex7_moving_average"]),
+        "ex8_moving_average": MOVING_BY_MAP}, {},
+        ["test_ex1_steps_per_epoch", "test_ex8_moving_average"]),
     "global_set_by_a_function": ("01_tensors", {"ex1_checkerboard": "def checkerboard(n, m, device='cpu'):\n    return _board(n, m, device)\n"}, {
         "ex1_checkerboard": ["def _setup():\n    global _board\n    def _board(n, m, device):\n"
                              "        i = torch.arange(n, device=device)[:, None] + torch.arange(m, device=device)\n"
