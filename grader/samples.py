@@ -30,6 +30,13 @@ def answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS) -> list[st
     return [cells.grade_id(c) for c in nb.cells if cells.is_solution(c)]
 
 
+def counted_answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS) -> list[str]:
+    """grade_ids of the answer cells of the exercises that count, in order (a practice exercise's
+    answer, in an optional section, left out)."""
+    nb = read(project.source_notebook(chapter, solutions_dir))
+    return [cells.grade_id(c) for c in nb.cells if cells.is_solution(c) and not cells.has_tag(c, "optional")]
+
+
 def make_submission(
     chapter: str,
     answers: Mapping[str, object],
@@ -62,7 +69,7 @@ def make_submission(
 #: The demo's class: student -> which answers they got right ("all", "half", "none") and how.
 DEMO_CLASS = {
     "alice": "all",  # a perfect submission
-    "bob": "half",  # the first half of the exercises solved
+    "bob": "half",  # the first half of the counted exercises solved
     "carol": "none",  # the release, untouched
     "dave": "syntax",  # a syntax error in the first answer, nothing else done
 }
@@ -73,10 +80,11 @@ def write_samples(dest: Path, chapters: list[str] | None = None, *, solutions_di
     written = []
     for chapter in project.resolve_chapters(chapters, solutions_dir):
         ids = answer_ids(chapter, solutions_dir)
+        counted = counted_answer_ids(chapter, solutions_dir)
         name = project.source_notebook(chapter, solutions_dir).name
         plans = {
             "all": dict.fromkeys(ids, SOLUTION),
-            "half": dict.fromkeys(ids[: math.ceil(len(ids) / 2)], SOLUTION),
+            "half": dict.fromkeys(counted[: math.ceil(len(counted) / 2)], SOLUTION),
             "none": {},
             "syntax": {ids[0]: "def oops(:\n    return 1\n"} if ids else {},
         }
