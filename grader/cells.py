@@ -66,6 +66,15 @@ def points(cell: NotebookNode) -> float:
     return float(nbgrader_meta(cell).get("points", 0) or 0) if is_graded(cell) else 0.0
 
 
+#: The tag of a deep dive's cells; a test cell that carries it is a practice exercise's (:func:`is_practice`).
+OPTIONAL = "optional"
+
+
+def is_practice(cell: NotebookNode) -> bool:
+    """A practice exercise's test cell: in an optional section, graded for feedback, worth no points."""
+    return is_test(cell) and has_tag(cell, OPTIONAL)
+
+
 def has_tag(cell: NotebookNode, tag: str) -> bool:
     """Whether the cell carries the given tag (e.g. ``parameters``)."""
     tags = cell.get("metadata", {}).get("tags", [])

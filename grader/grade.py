@@ -33,7 +33,7 @@ from grader.intake.lms import extract_lms_zip
 from grader.intake.submissions import Submission, discover
 from grader.intake.workspace import Workspace, check_options
 from grader.prepare.integrity import Finding
-from grader.prepare.release import build_release, check_regions
+from grader.prepare.release import build_release, check_practice, check_regions
 from grader.prepare.submission import chapter_belongs, learner_findings, prepare, read_submission
 from grader.record import gradebook as gbmod
 from grader.record import results as record
@@ -303,7 +303,9 @@ def _intake(ws: Workspace, submissions: Path, sources: dict[str, Path], chapter:
         log.warning("%d student folder(s) hold no notebook to grade, each gets a 'missing' status line: %s",
                     len(empty), ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else ""))
     for name in sorted({s.chapter for s in found if s.chapter in sources}):
-        check_regions(name, nbformat.read(str(sources[name]), as_version=4))
+        source = nbformat.read(str(sources[name]), as_version=4)
+        check_regions(name, source)
+        check_practice(name, source)
     return found
 
 

@@ -15,7 +15,7 @@ import pytest
 import run_notebooks as runner
 
 from grader import cells, grade, project, samples
-from grader.prepare import publish
+from grader.prepare import publish, release
 from grader.prepare.release import build_release, read
 from grader.verdict import hints, instrument, rules
 from grader.verdict import judge as verdict
@@ -26,7 +26,8 @@ WRONG = Path(__file__).parent / "fixtures" / "wrong_answers"
 #: grading batches below grade with `--device cuda` (grading knows "cpu" and "cuda" only)
 DEVICE = os.environ.get("COURSE_DEVICE", "cpu")
 GRADING_DEVICE = "cuda" if DEVICE.startswith("cuda") else "cpu"
-EXERCISE_RE = re.compile(r"^##+ Exercise (\d+)\b.*\((\d+) points?\)", re.MULTILINE)
+#: An exercise's heading: "(N points)" on a core exercise, "(practice, not counted)" on a practice one
+EXERCISE_RE = re.compile(r"^##+ Exercise (\d+)\b.*\((?:(\d+) points?|practice, not counted)\)", re.MULTILINE)
 
 
 def source(chapter: str):
@@ -96,7 +97,7 @@ def test_exercises_are_complete_and_points_add_up(chapter):
     nb = source(chapter)
     pairs = exercises(nb)
     assert 5 <= len(pairs) <= 8, f"{len(pairs)} exercises"
-    stated = {int(n): int(p) for n, p in EXERCISE_RE.findall("\n".join(cells.source_text(c) for c in nb.cells if c.cell_type == "markdown"))}
+    stated = {int(n): int(p or 0) for n, p in EXERCISE_RE.findall("\n".join(cells.source_text(c) for c in nb.cells if c.cell_type == "markdown"))}
     for k, (answer, test) in enumerate(pairs, start=1):
         gid = cells.grade_id(test)
         assert answer is not None, f"{gid}: no answer cell before it"
@@ -104,8 +105,11 @@ def test_exercises_are_complete_and_points_add_up(chapter):
         assert cells.BEGIN_HIDDEN in cells.source_text(test), f"{gid} has no hidden tests"
         assert cells.BEGIN_SOLUTION in cells.source_text(answer), f"{cells.grade_id(answer)} has no solution region"
         assert stated.get(k) == int(cells.points(test)), f"exercise {k}: the statement says {stated.get(k)} points, the test gives {cells.points(test)}"
-    total = sum(cells.points(t) for _, t in pairs)
-    assert total % 10 == 0, f"points add up to {total}, not a round number"
+    core = [t for _, t in pairs if not cells.is_practice(t)]
+    assert len(core) >= 3, f"{len(core)} core exercises: a chapter counts at least 3"
+    total = sum(cells.points(t) for t in core)
+    assert total == 100, f"the core exercises' points add up to {total}, not 100"
+    release.check_practice(chapter, nb)  # practice tests worth 0, core ones more, practice after core
 
 
 #: the one badge a deep dive's heading carries; its cells are tagged "optional" too
@@ -142,11 +146,12 @@ def _names(source: str) -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_to_predict(chapter):
     """The first markdown cell: time, what you will be able to do, core path. A deep dive's heading
-    carries BADGE and exactly its section's cells are tagged "optional" (no exercise among them);
-    skipping them leaves every name a later cell reads defined. At least three **Predict:** lines,
-    each a cell of its own, then a cell where the learner commits to a guess (``guess = ...``, blank
-    in the source, so a headless run goes through), then the code cell whose asserts answer it and
-    that tells the learner whether the guess was right (``cu.reveal(guess, ...)``)."""
+    carries BADGE and exactly its section's cells are tagged "optional" (an exercise among them is a
+    practice exercise, worth 0 points); skipping them leaves every name a later cell reads defined.
+    At least three **Predict:** lines, each a cell of its own, then a cell where the learner commits
+    to a guess (``guess = ...``, blank in the source, so a headless run goes through), then the code
+    cell whose asserts answer it and that tells the learner whether the guess was right
+    (``cu.reveal(guess, ...)``)."""
     nb = source(chapter)
     first = cells.source_text(next(c for c in nb.cells if c.cell_type == "markdown"))
     assert core_minutes(nb), "the first cell does not say 'Time: about N minutes on the core path'"
@@ -164,7 +169,8 @@ def test_a_chapter_states_its_time_and_core_path_badges_its_deep_dives_and_asks_
             assert BADGE not in text, f"cell {i}: the badge belongs in a heading"
         tagged = cells.has_tag(c, "optional")
         assert tagged == (level is not None), f"cell {i}: tagged optional={tagged}, but {'inside' if level else 'outside'} a {BADGE} section"
-        assert not (tagged and (cells.is_solution(c) or cells.is_test(c))), f"cell {i}: an exercise cannot be optional"
+        if cells.is_test(c):  # an exercise in a deep dive is practice: its test is worth 0 points
+            assert tagged == (cells.points(c) == 0), f"cell {i}: worth {cells.points(c):g} points, tagged optional={tagged}"
         if c.cell_type == "code":
             bound, read_ = _names(text)
             if tagged:
@@ -349,8 +355,10 @@ def test_the_solution_scores_full_and_the_release_zero(class_batch, chapter):
     reports, *_ = class_batch
     perfect, untouched = reports[("perfect", chapter)], reports[("untouched", chapter)]
     failed = [(t["grade_id"], t["reason"]) for t in perfect.tests if t["status"] != "passed"]
-    assert perfect.score == perfect.max_score > 0, failed
+    assert perfect.score == perfect.max_score > 0 and not failed, failed  # practice tests pass too
     assert untouched.score == 0 and untouched.status == "graded"
+    passed = [t["grade_id"] for t in untouched.tests if t["status"] == "passed"]
+    assert not passed, f"the release passes {passed}"  # practice tests fail too
 
 
 @pytest.mark.slow
@@ -546,14 +554,15 @@ def test_a_wrong_answer_loses_its_exercise_on_the_kernel_engine_too(kernel_batch
 @pytest.mark.slow
 @pytest.mark.parametrize(("chapter", "k"), correct_plans(), ids=[f"{c}-alt{k}" for c, k in correct_plans()])
 def test_a_correct_answer_in_another_idiom_scores_full_marks_on_the_kernel_engine_too(kernel_batch, chapter, k):
-    """Each exercise's k-th correct alternative (its last, for an exercise with fewer) scores its
-    test's full points, in whichever packed submission holds it."""
+    """Each exercise's k-th correct alternative (its last, for an exercise with fewer) passes its test
+    with the points the source gives it (0 for a practice exercise), in whichever packed submission holds it."""
     reports, _, alt_where, _ = kernel_batch
     refused = {}
     for gid, cases in correct_alternatives(chapter).items():
         j = min(k, len(cases) - 1)
         report = reports[(alt_where[(chapter, gid, j)], chapter)]
         verdict_ = next(t for t in report.tests if t["grade_id"] == _test_of(chapter, gid))
-        if report.status != "graded" or verdict_["status"] != "passed" or verdict_["points"] != verdict_["max_points"] or not verdict_["max_points"]:
+        worth = next(cells.points(t) for _, t in exercises(source(chapter)) if cells.grade_id(t) == verdict_["grade_id"])
+        if report.status != "graded" or verdict_["status"] != "passed" or (verdict_["points"], verdict_["max_points"]) != (worth, worth):
             refused[gid] = (report.student, report.status, verdict_["status"], verdict_["reason"], cases[j]["idiom"])
     assert not refused, f"alternative {k} of {chapter} refused on the kernel engine: {refused}"

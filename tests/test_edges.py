@@ -476,7 +476,7 @@ def test_the_other_tests_of_a_cheat_score_full(graded, key):
     reaches, so that rule cannot be read, and the reason says so (docs/grading.md)."""
     s = BY_KEY[tuple(key.split("/"))]
     others = {gid: (t["status"], t.get("reason")) for gid, t in _tests(graded.reports[(s.folder, s.chapter)]).items()
-              if gid != f"test_{s.target}" and t["points"] != t["max_points"]}
+              if gid != f"test_{s.target}" and t["status"] != "passed"}
     if "exec(" in s.first:
         others = {gid: (status, reason) for gid, (status, reason) in others.items()
                   if not (reason or "").startswith("the answer cannot be read: it runs exec, which may define anything")}

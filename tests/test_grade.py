@@ -428,3 +428,45 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
     assert min(learners) >= max(e for _, e in solutions), "a submission ran before a solution's run ended"
     assert max(s for s, _ in solutions) < min(e for _, e in solutions), "the two solutions ran one after the other"
     assert len(prepared) == 8 and min(prepared) < min(e for _, e in solutions), "nothing was prepared meanwhile"
+
+
+def test_a_practice_exercise_is_graded_for_feedback_and_counts_for_nothing(tmp_path, mini_solutions):
+    """A practice exercise (tagged optional, its test worth 0) runs and says passed or failed with its
+    reason, and counts for nothing: the score, its maximum and the grades CSV hold the core exercises
+    only; its page says "practice, not counted" where points go, and the class report never lists it
+    among the hardest tests."""
+    from dataclasses import asdict
+
+    from grader.pages import report_tables
+
+    src = next(mini_solutions.glob("*/*.ipynb"))
+    nb = nbformat.read(str(src), as_version=4)
+    for c in nb.cells:
+        if cells.grade_id(c) in ("ex2_row_sums", "test_ex2_row_sums") or c.source.startswith("## Exercise 2"):
+            cells.add_tag(c, cells.OPTIONAL)
+            if cells.is_test(c):
+                c.metadata.nbgrader["points"] = 0
+    nbformat.write(nb, str(src))
+    subs, work = tmp_path / "subs", tmp_path / "work"
+    S = samples.SOLUTION
+    plans = {"all": {"ex1_double": S, "ex2_row_sums": S}, "core": {"ex1_double": S}, "practice": {"ex2_row_sums": S},
+             "none": {}}
+    for student, answers in plans.items():
+        put(subs, student, samples.make_submission(CH, answers, solutions_dir=mini_solutions))
+    reports = {r.student: r for r in grade.main(subs, work, jobs=1, solutions_dir=mini_solutions, isolate=False)}
+    assert {s: (r.score, r.max_score) for s, r in reports.items()} == {
+        "all": (4, 4), "core": (4, 4), "practice": (0, 4), "none": (0, 4)}
+    assert [statuses(reports[s])["test_ex2_row_sums"] for s in ("all", "practice")] == ["passed", "passed"]
+    unanswered = next(t for t in reports["core"].tests if t["grade_id"] == "test_ex2_row_sums")
+    assert unanswered["status"] != "passed" and unanswered["reason"].startswith("not answered yet")
+    rows = {row["student_id"]: row for row in csv.DictReader(
+        export.write_grades_csv(grade.Workspace(work).default_db_url(), tmp_path / "g.csv").open())}
+    assert [rows[s][CH] for s in plans] == ["4", "4", "0", "0"] and rows["all"]["max_total"] == "4"
+
+    page = feedback.summary_html(asdict(reports["practice"]))
+    assert "Score: 0 / 4" in page and "Practice exercises: 1 of 1 passed" in page
+    assert feedback.PRACTICE in page and "0 / 0" not in page
+    line = feedback.verdict_line(unanswered)
+    assert feedback.PRACTICE in line and "points" not in line.split(":")[0]
+    [stats] = report_tables.chapter_stats([asdict(r) for r in reports.values()])
+    assert [t.grade_id for t in stats.hardest] == ["test_ex1_double"]

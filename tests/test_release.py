@@ -162,3 +162,40 @@ def test_the_solution_code_of_a_debugging_exercise_leaves_its_stub_out(mini_solu
     answer = next(c for c in read(src).cells if cells.grade_id(c) == "ex2_row_sums")
     code = samples.solution_code(answer)
     assert "return X.sum(dim=1, keepdim=True)" in code and "total" not in code and "###" not in code
+
+
+def _practice(solutions: Path, points: float = 0, tag: bool = True, gid: str = "ex2_row_sums") -> Path:
+    """The mini chapter with exercise ``gid`` (its answer, test and heading) turned into a practice exercise."""
+    src = solutions / "00_mini" / "mini.ipynb"
+    nb = read(src)
+    for c in nb.cells:
+        if cells.grade_id(c) in (gid, "test_" + gid) or (c.cell_type == "markdown" and gid.split("_", 1)[1] in c.source):
+            tags = [t for t in c.metadata.get("tags", []) if t != cells.OPTIONAL]
+            c.metadata["tags"] = tags + [cells.OPTIONAL] if tag else tags
+            if cells.is_test(c):
+                c.metadata.nbgrader["points"] = points
+    src.write_text(release.dumps(nb))
+    return src
+
+
+def test_a_practice_exercise_is_released_with_its_test_worth_no_points(mini_solutions):
+    nb = build_release("00_mini", _practice(mini_solutions))
+    test = next(c for c in nb.cells if cells.grade_id(c) == "test_ex2_row_sums")
+    assert cells.is_practice(test) and cells.points(test) == 0
+    assert not cells.is_practice(next(c for c in nb.cells if cells.grade_id(c) == "test_ex1_double"))
+
+
+def test_a_practice_exercise_that_contradicts_its_points_or_place_is_refused(mini_solutions):
+    """The source is the instructor's claim: a practice test worth points, a core test worth none,
+    or a core exercise after a practice one is refused before anything is released, naming the cell."""
+    import pytest
+
+    from grader.exceptions import SourceError
+
+    with pytest.raises(SourceError, match="test_ex2_row_sums.*a practice test .* is worth 6 points"):
+        build_release("00_mini", _practice(mini_solutions, points=6))
+    with pytest.raises(SourceError, match="test_ex2_row_sums.*a core test is worth 0 points"):
+        build_release("00_mini", _practice(mini_solutions, tag=False))
+    _practice(mini_solutions, points=6, tag=False)  # a core exercise again
+    with pytest.raises(SourceError, match="ex2_row_sums.*a core exercise's cell comes after the practice exercise"):
+        build_release("00_mini", _practice(mini_solutions, gid="ex1_double"))

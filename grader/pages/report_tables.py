@@ -88,6 +88,7 @@ class TestStats:
     attempts: int
     passed: int
     statuses: dict[str, int]
+    practice: bool = False  # a practice exercise's test: worth no points, never among the hardest
 
     @property
     def pass_rate(self) -> float:
@@ -131,8 +132,9 @@ class ChapterStats:
 
     @property
     def hardest(self) -> list[TestStats]:
-        """The few tests the fewest graded submissions passed (a test all passed is not hard)."""
-        return [t for t in self.tests if t.pass_rate < 1][:HARDEST]
+        """The few counted tests the fewest graded submissions passed (a test all passed is not hard;
+        a practice exercise's test, which many leave unanswered, is not counted)."""
+        return [t for t in self.tests if t.pass_rate < 1 and not t.practice][:HARDEST]
 
     def percents(self) -> list[float]:
         return [100 * s / self.max_score for s in self.scores] if self.max_score else []
@@ -167,10 +169,14 @@ def chapter_stats(results: list[dict]) -> list[ChapterStats]:
     for chapter, rs in sorted(by_chapter.items()):
         graded = [r for r in rs if r["status"] == GRADED]
         by_test: dict[str, list[str]] = defaultdict(list)
+        practice = set()
         for r in graded:
             for t in r.get("tests", []):
                 by_test[t["grade_id"]].append(t["status"])
-        tests = sorted((TestStats(g, len(st), st.count("passed"), dict(Counter(st))) for g, st in by_test.items()),
+                if not float(t.get("max_points") or 0):
+                    practice.add(t["grade_id"])
+        tests = sorted((TestStats(g, len(st), st.count("passed"), dict(Counter(st)), g in practice)
+                        for g, st in by_test.items()),
                        key=lambda t: (t.pass_rate, t.grade_id))
         maxima = [float(r.get("max_score") or 0) for r in graded] or [float(r.get("max_score") or 0) for r in rs]
         out.append(ChapterStats(chapter, max(maxima, default=0.0), len(rs),

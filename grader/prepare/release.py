@@ -42,6 +42,7 @@ def build_release(chapter: str, source: Path, *, db_url: str | None = None,
     pub = publication or publish.current()
     nb = read(source)
     check_regions(chapter, nb)
+    check_practice(chapter, nb)
     resources = {"nbgrader": {"notebook": source.stem, "assignment": chapter, "db_url": db_url}}
     config = {
         ClearSolutionsOrWriteStubs: {"code_stub": {"python": cells.CODE_STUB}},
@@ -97,6 +98,37 @@ def check_regions(chapter: str, nb: NotebookNode) -> None:
             raise SourceError(f"'{cells.BEGIN_STUB}' on line {stub} is not after the solution region of an answer cell",
                               where=where, hint="a stub replaces its answer cell's solution region: put it after"
                               f" '{cells.END_SOLUTION}'")
+
+
+def check_practice(chapter: str, nb: NotebookNode) -> None:
+    """Refuse a source whose practice exercises contradict their points, naming the cell.
+
+    A practice exercise sits in an optional section: its answer and test cells carry the
+    ``optional`` tag, and its tests are worth 0 points (graded for feedback, never counted). A
+    core exercise's test is worth more than 0. Practice exercises come after every core one, so
+    that a chapter's counted exercises are numbered 1..k.
+
+    Raises:
+        SourceError: the cell (chapter, grade_id, index) and what contradicts what.
+    """
+    practice_from = None
+    for index, cell in enumerate(nb.cells):
+        if not (cells.is_solution(cell) or cells.is_test(cell)):
+            continue
+        where = f"chapter {chapter}, cell {cells.grade_id(cell) or f'#{index}'} (index {index})"
+        optional = cells.has_tag(cell, cells.OPTIONAL)
+        if cells.is_test(cell) and optional and cells.points(cell):
+            raise SourceError(f"a practice test (tagged '{cells.OPTIONAL}') is worth {cells.points(cell):g} points",
+                              where=where, hint="a practice exercise counts for no points: set its points to 0,"
+                              f" or make it a core exercise by removing the '{cells.OPTIONAL}' tag")
+        if cells.is_test(cell) and not optional and not cells.points(cell):
+            raise SourceError("a core test is worth 0 points", where=where,
+                              hint=f"give it points, or tag the exercise's cells '{cells.OPTIONAL}' to make it practice")
+        if optional and practice_from is None:
+            practice_from = index
+        elif not optional and practice_from is not None:
+            raise SourceError(f"a core exercise's cell comes after the practice exercise at index {practice_from}",
+                              where=where, hint="put practice exercises after every core exercise")
 
 
 def release_path(chapter: str, source: Path, notebooks_dir: Path) -> Path:
