@@ -24,17 +24,12 @@ def solution_code(source_cell: NotebookNode) -> str:
     )
 
 
-def answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS) -> list[str]:
-    """grade_ids of the chapter's answer cells, in order."""
+def answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS, *, counted: bool = False) -> list[str]:
+    """grade_ids of the chapter's answer cells, in order; with ``counted``, only those of the
+    exercises that count (a practice exercise's answer, in an optional section, left out)."""
     nb = read(project.source_notebook(chapter, solutions_dir))
-    return [cells.grade_id(c) for c in nb.cells if cells.is_solution(c)]
-
-
-def counted_answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS) -> list[str]:
-    """grade_ids of the answer cells of the exercises that count, in order (a practice exercise's
-    answer, in an optional section, left out)."""
-    nb = read(project.source_notebook(chapter, solutions_dir))
-    return [cells.grade_id(c) for c in nb.cells if cells.is_solution(c) and not cells.has_tag(c, "optional")]
+    return [cells.grade_id(c) for c in nb.cells
+            if cells.is_solution(c) and not (counted and cells.has_tag(c, cells.OPTIONAL))]
 
 
 def make_submission(
@@ -80,7 +75,7 @@ def write_samples(dest: Path, chapters: list[str] | None = None, *, solutions_di
     written = []
     for chapter in project.resolve_chapters(chapters, solutions_dir):
         ids = answer_ids(chapter, solutions_dir)
-        counted = counted_answer_ids(chapter, solutions_dir)
+        counted = answer_ids(chapter, solutions_dir, counted=True)
         name = project.source_notebook(chapter, solutions_dir).name
         plans = {
             "all": dict.fromkeys(ids, SOLUTION),
