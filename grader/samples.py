@@ -24,10 +24,12 @@ def solution_code(source_cell: NotebookNode) -> str:
     )
 
 
-def answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS) -> list[str]:
-    """grade_ids of the chapter's answer cells, in order."""
+def answer_ids(chapter: str, solutions_dir: Path = project.SOLUTIONS, *, counted: bool = False) -> list[str]:
+    """grade_ids of the chapter's answer cells, in order; with ``counted``, only those of the
+    exercises that count (a practice exercise's answer, in an optional section, left out)."""
     nb = read(project.source_notebook(chapter, solutions_dir))
-    return [cells.grade_id(c) for c in nb.cells if cells.is_solution(c)]
+    return [cells.grade_id(c) for c in nb.cells
+            if cells.is_solution(c) and not (counted and cells.has_tag(c, cells.OPTIONAL))]
 
 
 def make_submission(
@@ -62,7 +64,7 @@ def make_submission(
 #: The demo's class: student -> which answers they got right ("all", "half", "none") and how.
 DEMO_CLASS = {
     "alice": "all",  # a perfect submission
-    "bob": "half",  # the first half of the exercises solved
+    "bob": "half",  # the first half of the counted exercises solved
     "carol": "none",  # the release, untouched
     "dave": "syntax",  # a syntax error in the first answer, nothing else done
 }
@@ -73,10 +75,11 @@ def write_samples(dest: Path, chapters: list[str] | None = None, *, solutions_di
     written = []
     for chapter in project.resolve_chapters(chapters, solutions_dir):
         ids = answer_ids(chapter, solutions_dir)
+        counted = answer_ids(chapter, solutions_dir, counted=True)
         name = project.source_notebook(chapter, solutions_dir).name
         plans = {
             "all": dict.fromkeys(ids, SOLUTION),
-            "half": dict.fromkeys(ids[: math.ceil(len(ids) / 2)], SOLUTION),
+            "half": dict.fromkeys(counted[: math.ceil(len(counted) / 2)], SOLUTION),
             "none": {},
             "syntax": {ids[0]: "def oops(:\n    return 1\n"} if ids else {},
         }

@@ -80,7 +80,7 @@ def test_a_chapter_page_shows_a_picture_and_an_exercise_statement_on_screen(site
             page.wait_for_timeout(300)
             picture = page.evaluate(PICTURE)
             page.screenshot(path=str(shots / f"site-{CHAPTER}-picture.png"))
-            statement = page.get_by_role("heading", name="Exercise 1 — Puzzle: a checkerboard (10 points)")
+            statement = page.get_by_role("heading", name="Exercise 1 — Puzzle: a checkerboard (20 points)")
             statement.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
             statement_visible = statement.is_visible() and statement.bounding_box()["y"] >= 0

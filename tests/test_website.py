@@ -68,6 +68,6 @@ def test_chapter_01_s_page_has_its_pictures_and_exercises_and_leaks_nothing(tmp_
     html_dir = website.build(["01_tensors"], fast=True, jobs=1, out=tmp_path / "site", cache=CACHE)
     page = (html_dir / "01_tensors.html").read_text()
     assert page.count("<img") >= 2 and len(list((html_dir / "_images").glob("*.png"))) >= 2
-    assert "Exercise 1 — Puzzle: a checkerboard (10 points)" in page
+    assert "Exercise 1 — Puzzle: a checkerboard (20 points)" in page
     assert website.leaks(html_dir, {"01_tensors": ROOT / "solutions" / "01_tensors" / "tensors.ipynb"},
                          {"01_tensors": ROOT / "notebooks" / "01_tensors" / "tensors.ipynb"}) == []
