@@ -284,18 +284,18 @@ CORPUS: list[Sub] = [
     _cheat("leak", "named_like_the_timeout", CH1, "ex2_element_offset", TIMEOUT_NAMED),
     _cheat("leak", "long_class_name", CH5, "ex3_r2_score", LONG_CLASS),
     # the loop is stopped from outside: what the notebook does after it is the engine's business
-    _cheat("leak", "fake_timeout_line_then_loop", CH8, "ex3_make_mlp", FAKE_TIMEOUT_THEN_LOOP, rest_full=False),
+    _cheat("leak", "fake_timeout_line_then_loop", CH8, "ex2_make_mlp", FAKE_TIMEOUT_THEN_LOOP, rest_full=False),
     _cheat("leak", "builtin_with_message", CH1, "ex6_attention_scores", BUILTIN_WITH_MESSAGE),
-    _cheat("leak", "huge_int", CH8, "ex1_steps_per_epoch", HUGE_INT),
+    _cheat("leak", "huge_int", CH8, "ex5_steps_per_epoch", HUGE_INT),
     # right on the visible inputs, wrong on hidden ones
-    _cheat("hidden", "steps_floor", CH8, "ex1_steps_per_epoch", STEPS_FLOOR),
+    _cheat("hidden", "steps_floor", CH8, "ex5_steps_per_epoch", STEPS_FLOOR),
     _cheat("hidden", "where_off_by_one", CH1, "ex7_where_is_max", WHERE_OFF_BY_ONE),
     _cheat("hidden", "times_table_off", CH5, "ex1_times_table", TIMES_TABLE_OFF),
     _cheat("hidden", "offset_2d_only", CH1, "ex2_element_offset", OFFSET_2D_ONLY),
     # odd observations and outputs
     _cheat("odd", "publishes_bad_payload", CH1, "ex3_ensemble_predict", PUBLISHES_BAD_PAYLOAD),
     _cheat("odd", "publishes_bad_record", CH1, "ex1_checkerboard", PUBLISHES_BAD_RECORD),
-    _cheat("odd", "structured_scalar", CH8, "ex1_steps_per_epoch", STRUCTURED_SCALAR),
+    _cheat("odd", "structured_scalar", CH8, "ex5_steps_per_epoch", STRUCTURED_SCALAR),
     _cheat("odd", "huge_meta_tensor", CH5, "ex6_pairwise_sq_dists", HUGE_META),
     # every tensor of the notebook is sent as the overflowing meta tensor: the other tensor tests fail too
     _cheat("odd", "meta_overflow_encoder", CH5, "ex1_times_table", SOLVED[CH5]["ex1_times_table"],
@@ -486,7 +486,7 @@ def test_the_other_tests_of_a_cheat_score_full(graded, key):
 def test_a_status_is_the_engines_word(graded):
     named = _tests(graded.reports[("named_like_the_timeout", CH1)])["test_ex2_element_offset"]
     assert named["status"] == "failed", named
-    looped = _tests(graded.reports[("fake_timeout_line_then_loop", CH8)])["test_ex3_make_mlp"]
+    looped = _tests(graded.reports[("fake_timeout_line_then_loop", CH8)])["test_ex2_make_mlp"]
     assert looped["status"] == "timed out", looped
 
 

@@ -66,12 +66,12 @@ def test_scratch_code_elsewhere_in_the_notebook_never_counts():
 def test_loops_and_float_arithmetic_are_read_where_the_statement_rules_them_out():
     loops = "def checkerboard(n, m, device='cpu'):\n    return torch.tensor([[float((i + j) % 2 == 0) for j in range(m)] for i in range(n)])"
     assert "loop" in rules.violation(_nb("01_tensors", {"ex1_checkerboard": loops}), _rule("01_tensors", "test_ex1_checkerboard"))
-    rule = _rule("08_training_loop", "test_ex1_steps_per_epoch")
+    rule = _rule("08_training_loop", "test_ex5_steps_per_epoch")
     for code in ("import math\ndef steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else math.ceil(n / b)",
                  "def steps_per_epoch(n, b, drop_last=False):\n    return int(n // b + (0.0 if drop_last or n % b == 0 else 1))"):
-        assert "integer arithmetic" in rules.violation(_nb("08_training_loop", {"ex1_steps_per_epoch": code}), rule)
+        assert "integer arithmetic" in rules.violation(_nb("08_training_loop", {"ex5_steps_per_epoch": code}), rule)
     honest = "def steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else -(-n // b)"
-    assert rules.violation(_nb("08_training_loop", {"ex1_steps_per_epoch": honest}), rule) is None
+    assert rules.violation(_nb("08_training_loop", {"ex5_steps_per_epoch": honest}), rule) is None
 
 
 @pytest.mark.parametrize("chapter", project.chapters())
@@ -256,11 +256,11 @@ def test_a_name_only_a_star_import_gives_is_not_taken_on_trust(scratch):
 def test_fit_line_refuses_an_optimizer_whatever_undoes_the_tests_own_refusal():
     """ch08 ex2 rules out torch.optim. The test's refusal of an optimizer built during the call
     lives in the learner's process, where an answer can undo it; the rule is read here."""
-    rule = _rule_of("08_training_loop", "ex2_fit_line")
+    rule = _rule_of("08_training_loop", "ex1_fit_line")
     undo = ("import torch\n_init = torch.optim.Optimizer.__init__\n\n\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n"
             "    torch.optim.Optimizer.__init__ = _init\n    return 0.0, 0.0\n")
-    assert "which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": undo}), rule)
+    assert "which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex1_fit_line": undo}), rule)
     imported = "from torch.optim import SGD as Step\n\n\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n    return Step\n"
-    assert "SGD, which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex2_fit_line": imported}), rule)
-    nb = _nb("08_training_loop", {"ex2_fit_line": samples.SOLUTION})
+    assert "SGD, which this exercise switches off" in rules.violation(_nb("08_training_loop", {"ex1_fit_line": imported}), rule)
+    nb = _nb("08_training_loop", {"ex1_fit_line": samples.SOLUTION})
     assert rules.violation(nb, rule) is None

@@ -64,11 +64,11 @@ HOSTILE = {
         "ex7_rotate_left": "%%capture\nimport torch\ndef rotate_left(img):\n    return torch.rot90(img)\n"}, {},
         ["test_ex7_rotate_left"]),
     "dataloader_in_try_and_map": ("08_training_loop", {
-        "ex1_steps_per_epoch": ("try:\n    from torch.utils.data import DataLoader as _DL\nexcept Exception:\n    _DL = None\n\n"
+        "ex5_steps_per_epoch": ("try:\n    from torch.utils.data import DataLoader as _DL\nexcept Exception:\n    _DL = None\n\n"
                                 "def steps_per_epoch(num_samples, batch_size, drop_last=False):\n"
                                 "    return len(_DL(range(num_samples), batch_size=batch_size, drop_last=drop_last))\n"),
         "ex8_moving_average": MOVING_BY_MAP}, {},
-        ["test_ex1_steps_per_epoch", "test_ex8_moving_average"]),
+        ["test_ex5_steps_per_epoch", "test_ex8_moving_average"]),
     "global_set_by_a_function": ("01_tensors", {"ex1_checkerboard": "def checkerboard(n, m, device='cpu'):\n    return _board(n, m, device)\n"}, {
         "ex1_checkerboard": ["def _setup():\n    global _board\n    def _board(n, m, device):\n"
                              "        i = torch.arange(n, device=device)[:, None] + torch.arange(m, device=device)\n"
@@ -84,7 +84,7 @@ HONEST = {
         "ex7_rotate_left": ["import torch.nn.functional\nprint(torch.nn.functional.relu(torch.ones(2)))\n",
                             "def rotate_left(img):\n    return torch.rot90(img)  # a first draft\n"]}),
     "divmod_and_operator": ("08_training_loop", {
-        "ex1_steps_per_epoch": ("import operator\n\ndef steps_per_epoch(num_samples, batch_size, drop_last=False):\n"
+        "ex5_steps_per_epoch": ("import operator\n\ndef steps_per_epoch(num_samples, batch_size, drop_last=False):\n"
                                 "    q, r = divmod(num_samples, batch_size)\n"
                                 "    return q if drop_last or r == 0 else operator.add(q, 1)\n")}, {}),
     "exploration_and_time": ("01_tensors", {

@@ -105,8 +105,8 @@ BYPASSES = {
                                "    return tuple(np.broadcast(z(a), z(b)).shape)\n"}),
     "arithmetic on empty tensors": ("05_broadcasting", "ex2_broadcast_shape", {
         "ex2_broadcast_shape": "import torch\ndef broadcast_shape(a, b):\n    return tuple((torch.empty(a) + torch.empty(b)).shape)\n"}),
-    "import torch.optim._functional": ("08_training_loop", "ex2_fit_line", {
-        "ex2_fit_line": "from torch.optim._functional import sgd\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n"
+    "import torch.optim._functional": ("08_training_loop", "ex1_fit_line", {
+        "ex1_fit_line": "from torch.optim._functional import sgd\ndef fit_line(X, y, w_init, b_init, lr, num_steps):\n"
                         "    return sgd\n"}),
     "a module the notebook writes and imports": ("05_broadcasting", "ex5_softmax", {
         "ex4_standardize_columns": "%%writefile mysm.py\nimport torch\ndef softmax(X, dim=-1):\n    return torch.softmax(X, dim)\n",
@@ -120,8 +120,8 @@ BYPASSES = {
     "setattr on torch in another cell": ("04_reshape_indexing", "ex7_rotate_left", {
         "ex6_patchify": "import torch\nsetattr(torch.Tensor, 'flip', torch.Tensor.rot90)\n",
         "ex7_rotate_left": "def rotate_left(img):\n    return img.flip(1).T\n"}),
-    "len(DataLoader(...)) inside try": ("08_training_loop", "ex1_steps_per_epoch", {
-        "ex1_steps_per_epoch": "try:\n    from torch.utils.data import DataLoader as _DL\nexcept Exception:\n    _DL = None\n"
+    "len(DataLoader(...)) inside try": ("08_training_loop", "ex5_steps_per_epoch", {
+        "ex5_steps_per_epoch": "try:\n    from torch.utils.data import DataLoader as _DL\nexcept Exception:\n    _DL = None\n"
                                "def steps_per_epoch(n, b, drop_last=False):\n    return len(_DL(range(n), batch_size=b, drop_last=drop_last))\n"}),
     "vars of a module": ("05_broadcasting", "ex5_softmax", {
         "ex5_softmax": "import torch\ndef softmax(X, dim=-1):\n    return vars(torch)['soft' + 'max'](X, dim)\n"}),
@@ -137,8 +137,8 @@ BYPASSES = {
         "ex5_softmax": "%%mymagic\ndef softmax(X, dim=-1):\n    return torch.softmax(X, dim)\n"}),
     "sys.modules": ("05_broadcasting", "ex5_softmax", {
         "ex5_softmax": "import sys\ndef softmax(X, dim=-1):\n    return sys.modules['torch'].__dict__['soft' + 'max'](X, dim)\n"}),
-    "a float division by operator.truediv": ("08_training_loop", "ex1_steps_per_epoch", {
-        "ex1_steps_per_epoch": "import operator\ndef steps_per_epoch(n, b, drop_last=False):\n    return int(operator.truediv(n, b))\n"}),
+    "a float division by operator.truediv": ("08_training_loop", "ex5_steps_per_epoch", {
+        "ex5_steps_per_epoch": "import operator\ndef steps_per_epoch(n, b, drop_last=False):\n    return int(operator.truediv(n, b))\n"}),
     "a class with __call__ bound to the graded name": ("05_broadcasting", "ex5_softmax", {
         "ex5_softmax": "import torch\nclass S:\n    def __call__(self, X, dim=-1):\n        return torch.nn.functional.softmax(X, dim)\nsoftmax = S()\n"}),
     "a match capture": ("05_broadcasting", "ex5_softmax", {
@@ -146,8 +146,8 @@ BYPASSES = {
     "globals() written by a function that runs": ("05_broadcasting", "ex5_softmax", {
         "ex5_softmax": "def softmax(X, dim=-1):\n    e = X.exp()\n    return e / e.sum(dim, keepdim=True)\n"
                        "def _g():\n    globals()['softmax'] = torch.softmax\n_g()\n"}),
-    "a float through eval": ("08_training_loop", "ex1_steps_per_epoch", {
-        "ex1_steps_per_epoch": "def steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else int(eval('n / b') + 0.999)\n"}),
+    "a float through eval": ("08_training_loop", "ex5_steps_per_epoch", {
+        "ex5_steps_per_epoch": "def steps_per_epoch(n, b, drop_last=False):\n    return n // b if drop_last else int(eval('n / b') + 0.999)\n"}),
 }
 
 
@@ -169,8 +169,8 @@ HONEST = {
     "cudnn.benchmark in a first cell": ("04_reshape_indexing", "ex7_rotate_left", {
         "ex1_to_channels_first": "import torch\ntorch.backends.cudnn.benchmark = False\n",
         "ex7_rotate_left": "def rotate_left(img):\n    return img.flip(1).T\n"}),
-    "divmod and operator.add": ("08_training_loop", "ex1_steps_per_epoch", {
-        "ex1_steps_per_epoch": "import operator\ndef steps_per_epoch(n, b, drop_last=False):\n    q, r = divmod(n, b)\n"
+    "divmod and operator.add": ("08_training_loop", "ex5_steps_per_epoch", {
+        "ex5_steps_per_epoch": "import operator\ndef steps_per_epoch(n, b, drop_last=False):\n    q, r = divmod(n, b)\n"
                                "    return q if drop_last or r == 0 else operator.add(q, 1)\n"}),
     "a draft overridden later": ("05_broadcasting", "ex5_softmax", {
         "ex4_standardize_columns": "import torch\ndef softmax(X, dim=-1):\n    return torch.softmax(X, dim)  # my first try\n",
