@@ -116,7 +116,7 @@ def timed_stages() -> collections.Counter:
               (grade.outcome, "scored", "verdict, executed notebook written"), (judge.rules, "violation", "  rules about how"),
               (judge, "judge", "  the checks compared"), (results.Recorder, "flush", "record: gradebook, result files"),
               (scores, "save", "  the gradebook"), (forkengine._Runner, "run", "fork path: drive the children"),
-              (forkchild.Child, "__init__", "  start a child"), (forkchild.Child, "request", "  a cell's request and reply"),
+              (forkchild.Child, "__init__", "  start a child"), (forkchild.Child, "run", "  a run of cells: request, wait, results read"),
               (forkengine, "_outputs", "  its outputs rebuilt")]
     for owner, name, label in stages:
         spent[label] = 0.0  # printed in this order

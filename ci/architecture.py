@@ -51,7 +51,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.kernel.engine", "engines.kernel.client",
         "engines.fork.engine", "engines.fork.child", "engines.fork.pool", "engines.fork.start",
         "engines.fork.zygote", "engines.fork.server", "engines.fork.shell", "engines.fork.quickshell",
-        "engines.fork.clean", "engines.fork.wire",
+        "engines.fork.clean", "engines.fork.wire", "engines.fork.ledger",
         "engines.isolation.sandbox", "engines.isolation.mounts", "engines.isolation.confine",
         "engines.isolation.seccomp", "engines.isolation.budget", "engines.isolation.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (

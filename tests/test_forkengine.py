@@ -348,3 +348,47 @@ def test_what_learner_code_writes_to_its_file_descriptors_reaches_its_cell_and_n
     leaked = "".join(capfd.readouterr())
     for s in ("fd-one", "fd-two", "from-sh", "forged", "dunder"):
         assert s not in leaked, s
+
+
+def test_a_chapter_01_submission_is_one_request_per_child_not_one_per_cell(monkeypatch):
+    """The coordinator sends a child its start and one run of cells; the per-cell results come back
+    in the child's ledger, read once the run ends."""
+    from grader import samples
+    from grader.engines.fork import child as forkchild
+
+    nb = samples.make_submission("01_tensors", dict.fromkeys(samples.answer_ids("01_tensors"), samples.SOLUTION))
+    code_cells = sum(c.cell_type == "code" for c in nb.cells)
+    sent, real_send = [], forkchild.send
+    monkeypatch.setattr(forkchild, "send", lambda sock, message: (sent.append(message), real_send(sock, message)))
+    ex = forkengine.execute(nb, dataclasses.replace(OPTIONS, cell_timeout=60))
+    assert not (ex.error or ex.died or ex.timed_out or ex.restarts)
+    assert code_cells > 20 and len(sent) == 2, (code_cells, [m.get("op") for m in sent])
+    assert all(c.execution_count for c in nb.cells if c.cell_type == "code")
+
+
+def test_each_cell_of_a_run_has_its_own_clock():
+    """Three cells of 2 s each under a 3 s limit, sent in one run: none is stopped."""
+    ex = run(*["import time\ntime.sleep(2)"] * 3, "'end'")
+    assert ex.timed_out == [] and ex.restarts == 0
+    assert text(ex.nb.cells[3]) == "[execute_result]'end'"
+
+
+def test_a_child_that_lies_about_its_cell_gains_at_most_a_cell_and_costs_only_its_own_cell():
+    """Learner code that writes a later cell's progress into the ledger, then hangs, is stopped
+    anyway (the interrupt aims at the cell it claims, which it is not); the cells after it run."""
+    liar = (
+        "import os, struct, time\n"
+        "fd = next(int(f) for f in os.listdir('/proc/self/fd')\n"
+        "          if 'course-ledger' in os.readlink(f'/proc/self/fd/{f}'))\n"
+        "for k in (1, 2):\n"
+        "    os.pwrite(fd, struct.pack('<iiq', k, 2, time.monotonic_ns()), 0)\n"
+        "    time.sleep(2)\n"
+        "while True:\n"
+        "    try:\n"
+        "        time.sleep(100)\n"
+        "    except KeyboardInterrupt:\n"
+        "        pass"
+    )
+    ex = run("x = 1", liar, "x + 1", "x + 2")
+    assert ex.timed_out == [1] and ex.died == [] and ex.restarts == 1
+    assert [text(c) for c in ex.nb.cells[2:]] == ["[execute_result]2", "[execute_result]3"]

@@ -20,7 +20,7 @@ from nbformat import NotebookNode
 
 from grader import cells
 from grader.engines.execution import PROBE_TIMEOUT, TIMEOUT_ENAME, ExecOptions, Execution, on_stop
-from grader.engines.fork.child import DIED, STUCK, Child
+from grader.engines.fork.child import STUCK, Child
 from grader.engines.fork.pool import Lease, StartError, Stopped, lease, stopped
 from grader.engines.isolation.budget import Budget, cgroup_mode
 from grader.engines.isolation.sandbox import budget_mb
@@ -117,10 +117,8 @@ class _Runner:
             try:
                 if self.stopped:
                     child.kill()
-                elif self._replay(child, done):
-                    position = self._run_cells(child, code_cells, position, done)
                 else:
-                    self.result.restarts += 1
+                    position = self._run_cells(child, code_cells, position, done)
             finally:
                 self.child = None
                 if watch is not None:
@@ -150,54 +148,57 @@ class _Runner:
         self.lease.renew()
         return Child(self.lease.server, self.options, self.guard, self.budget)
 
-    def _message(self, cell: NotebookNode, **extra) -> dict:
-        return {"op": "run", "code": cells.source_text(cell), "history": True, **extra}
-
-    def _replay(self, child: Child, done: list[int]) -> bool:
-        for index in done:
-            reply = child.request(self._message(self.nb.cells[index]), self.options.cell_timeout, self.grace)
-            if reply in (DIED, STUCK):
-                return False
-        return True
+    def _message(self, cell: NotebookNode, guard: str | None = None) -> dict:
+        message = {"code": cells.source_text(cell), "history": True}
+        if guard is not None:
+            message["guard"] = guard
+        return message
 
     def _run_cells(self, child: Child, code_cells: list[int], position: int, done: list[int]) -> int:
-        """Run cells from ``position`` until the end or until the child must be replaced;
-        returns the position to go on from."""
-        while position < len(code_cells):
-            index = code_cells[position]
-            left = self.deadline - time.monotonic()
-            if left <= 0:  # the submission's wall-clock budget is spent: the rest is not run
-                self.result.not_run_from = index
-                return len(code_cells)
-            position += 1
+        """Replay ``done`` in ``child``, then run the cells from ``position`` on, all in one run,
+        until the end or until the child must be replaced; returns the position to go on from."""
+        if self.deadline - time.monotonic() <= 0:  # the submission's wall-clock budget is spent
+            self.result.not_run_from = code_cells[position]
+            return len(code_cells)
+        todo = code_cells[position:]
+        nonces = {i: secrets.token_hex(4) for i in todo if cells.is_test(self.nb.cells[i])}
+        run = child.run([self._message(self.nb.cells[i]) for i in done]
+                        + [self._message(self.nb.cells[i], nonces.get(i)) for i in todo],
+                        self.options.cell_timeout, self.grace, GUARD_WAIT, self.deadline)
+        replayed = len(done)
+        if len(run.results) < replayed:  # the replay failed: another child, as after a death
+            self.result.restarts += 1
+            return position
+        for at, reply in enumerate(run.results[replayed:], start=replayed):
+            index = todo[at - replayed]
             cell = self.nb.cells[index]
-            test = cells.is_test(cell)
-            nonce = secrets.token_hex(4) if test else None
-            timeout = max(1, min(self.options.cell_timeout, int(left + 0.999)))
-            reply = child.request(self._message(cell, guard=nonce), timeout, self.grace, GUARD_WAIT)
-            if reply == STUCK or (reply == DIED and child.interrupted):
-                # interrupted and then stuck (or dead): stopped, like a kernel that never answers
-                cell.outputs = _outputs(child.partial) + [_timeout_output(self.options)]
-                self.result.timed_out.append(index)
-                self.result.restarts += 1
-                return position
-            if reply == DIED:
-                self.result.died.append(index)
-                self.result.restarts += 1
-                return position
-            if test:
-                clean, what = integrity.parse_check(reply.get("guard"), nonce)
+            if index in nonces:
+                clean, what = integrity.parse_check(reply.get("guard"), nonces[index])
                 if not clean:  # a note for a reviewer, never a score
                     self.result.tampered[index] = what
             cell.outputs = _outputs(reply.get("outputs"))
             count = reply.get("execution_count")
             cell.execution_count = count if isinstance(count, int) else None
-            if child.interrupted:
+            if at in run.interrupted:
                 cell.outputs.append(_timeout_output(self.options))
                 self.result.timed_out.append(index)
-            elif not test:
+            elif index not in nonces:
                 done.append(index)
-        return position
+        position += len(run.results) - replayed
+        if position >= len(code_cells):
+            return position
+        index = code_cells[position]
+        if run.out_of_time:
+            self.result.not_run_from = index
+            return len(code_cells)
+        if run.end == STUCK or len(run.results) in run.interrupted:
+            # interrupted and then stuck (or dead): stopped, like a kernel that never answers
+            self.nb.cells[index].outputs = _outputs(run.partial) + [_timeout_output(self.options)]
+            self.result.timed_out.append(index)
+        else:
+            self.result.died.append(index)
+        self.result.restarts += 1
+        return position + 1
 
 
 def execute(nb: NotebookNode, options: ExecOptions) -> Execution:

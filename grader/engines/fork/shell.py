@@ -23,6 +23,7 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.interactiveshell import InteractiveShell
 
+from grader.engines.fork.ledger import CELL, GUARD, Writer
 from grader.engines.fork.quickshell import QuickCompiler, QuickTransformerManager, may_be_async
 from grader.engines.fork.wire import MAX_STREAM, recv, send
 from grader.engines.isolation.confine import set_limits
@@ -132,6 +133,7 @@ class Session:
         self.clear_pending = False
         self.running: str | bool = False
         self.sizes: dict[str, int] = {}
+        self.ledger = Writer()  # made before any learner code runs (see grader.engines.fork.ledger)
         set_limits(init.get("memory_mb"), data_only=bool(init.get("data_only")))
         shell.capture = self
         for fd, name in ((1, "stdout"), (2, "stderr")):  # what C code and subprocesses print
@@ -203,10 +205,10 @@ class Session:
     # running ------------------------------------------------------------------------------
     def _on_interrupt(self, signum, frame) -> None:
         """SIGINT, as a kernel gets it on an interrupt: ``KeyboardInterrupt`` in the running cell."""
-        if self.running != "cell":
+        if self.running != "cell" or not self.ledger.stop_asked():
             return
         try:  # what the cell printed so far, in case it never comes back from the interrupt
-            send(self.conn, {"partial": self.outputs})
+            self.ledger.record({"partial": self.outputs})
         except Exception:
             pass
         raise KeyboardInterrupt
@@ -257,16 +259,27 @@ class Session:
 
     def serve(self) -> None:
         send(self.conn, {"ready": True, "pid": os.getpid()})
+        socket.send_fds(self.conn, [b"L"], [self.ledger.fd])
         while True:
             message = recv(self.conn)
             if message is None or message.get("op") != "run":
                 return
+            self.run(message.get("cells"))
+
+    def run(self, run) -> None:
+        """Run a run of cells, each cell's progress and result in the ledger, then say done."""
+        run = run if isinstance(run, list) else []
+        self.ledger.reset()
+        for index, cell in enumerate(run):
+            cell = cell if isinstance(cell, dict) else {}
+            nonce = cell.get("guard")
             reply: dict = {}
-            nonce = message.get("guard")
             if nonce is not None:
                 # what the guard says is a note for a reviewer; the test cell runs either way
+                self.ledger.begin(index, GUARD)
                 reply["guard"] = self.check_guard(str(nonce))
-                send(self.conn, {"started": True})  # the cell's own time starts now
-            reply.update(self.run_cell(str(message.get("code", "")), bool(message.get("history", True)),
+            self.ledger.begin(index, CELL)  # the cell's own time starts now
+            reply.update(self.run_cell(str(cell.get("code", "")), bool(cell.get("history", True)),
                                        plain_tracebacks=nonce is not None))
-            send(self.conn, reply)
+            self.ledger.record(reply)
+        send(self.conn, {"done": len(run)})

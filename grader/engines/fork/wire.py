@@ -15,13 +15,18 @@ from grader import jsonio
 
 MAX_MESSAGE = 64 * 2**20
 MAX_STREAM = 2**20  # characters of stdout/stderr kept per cell
-_HEADER = struct.Struct("!I")
+HEADER = struct.Struct("!I")
+
+
+def frame(message: dict) -> bytes:
+    """One message as it goes on the wire (or into a child's ledger)."""
+    data = json.dumps(message, default=_json_default).encode("utf-8")
+    return HEADER.pack(len(data)) + data
 
 
 def send(sock: socket.socket, message: dict) -> None:
     """Send one message."""
-    data = json.dumps(message, default=_json_default).encode("utf-8")
-    sock.sendall(_HEADER.pack(len(data)) + data)
+    sock.sendall(frame(message))
 
 
 def recv(sock: socket.socket, deadline: float | None = None) -> dict | None:
@@ -34,10 +39,10 @@ def recv(sock: socket.socket, deadline: float | None = None) -> dict | None:
         ValueError: the message is too long or not a JSON object.
         TimeoutError: the deadline passed.
     """
-    head = _recv_exactly(sock, _HEADER.size, deadline)
+    head = _recv_exactly(sock, HEADER.size, deadline)
     if head is None:
         return None
-    (size,) = _HEADER.unpack(head)
+    (size,) = HEADER.unpack(head)
     if size > MAX_MESSAGE:
         raise ValueError(f"message of {size} bytes is over the limit")
     body = _recv_exactly(sock, size, deadline)
