@@ -75,6 +75,11 @@ def is_practice(cell: NotebookNode) -> bool:
     return is_test(cell) and has_tag(cell, OPTIONAL)
 
 
+def is_practice_result(test: dict) -> bool:
+    """A practice test's result (a report's test dict): graded for feedback, its ``max_points`` 0."""
+    return not float(test.get("max_points") or 0)
+
+
 def has_tag(cell: NotebookNode, tag: str) -> bool:
     """Whether the cell carries the given tag (e.g. ``parameters``)."""
     tags = cell.get("metadata", {}).get("tags", [])

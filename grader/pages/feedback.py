@@ -68,13 +68,8 @@ def feedback_dir(workdir: Path) -> Path:
 PRACTICE = "practice, not counted"
 
 
-def is_practice(t: dict) -> bool:
-    """A practice exercise's test: graded for feedback, worth no points (its ``max_points`` is 0)."""
-    return not float(t.get("max_points") or 0)
-
-
 def _points(t: dict) -> str:
-    return PRACTICE if is_practice(t) else f"{t['points']:g} / {t['max_points']:g}"
+    return PRACTICE if cells.is_practice_result(t) else f"{t['points']:g} / {t['max_points']:g}"
 
 
 def learner_view(result: dict) -> dict:
@@ -97,7 +92,7 @@ def verdict_line(t: dict | None) -> str:
     line = f"{ICON.get(t['status'], FAIL_ICON)} {t['status']}"
     if t.get("pending"):
         return line + (f": {t['reason']}" if t.get("reason") else "")
-    if is_practice(t):
+    if cells.is_practice_result(t):
         line += f" ({PRACTICE})"
     elif t.get("manual"):
         line += f" (the grader's tests gave {t.get('auto_points', 0):g}; manual grade {_points(t)} points)"
@@ -145,7 +140,7 @@ def summary_html(result: dict) -> str:
         parts += [f"<p class=\"score\">Score: {PENDING}</p>", f"<p class=\"pending\">{esc(PENDING_NOTE)}</p>"]
     else:
         parts.append(f"<p class=\"score\">Score: {result['score']:g} / {result['max_score']:g}</p>")
-        practice = [t for t in tests if is_practice(t)]
+        practice = [t for t in tests if cells.is_practice_result(t)]
         if practice:
             passed = sum(t["status"] == "passed" for t in practice)
             parts.append(f"<p class=\"practice\">Practice exercises: {passed} of {len(practice)} passed"

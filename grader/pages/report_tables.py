@@ -11,6 +11,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from grader import cells
 from grader.record import review
 
 #: A graded submission "passes" a chapter with at least this share of its points.
@@ -173,7 +174,7 @@ def chapter_stats(results: list[dict]) -> list[ChapterStats]:
         for r in graded:
             for t in r.get("tests", []):
                 by_test[t["grade_id"]].append(t["status"])
-                if not float(t.get("max_points") or 0):
+                if cells.is_practice_result(t):
                     practice.add(t["grade_id"])
         tests = sorted((TestStats(g, len(st), st.count("passed"), dict(Counter(st)), g in practice)
                         for g, st in by_test.items()),
