@@ -347,7 +347,7 @@ def batches(tmp_path_factory, grade_batch):
         errors: dict[str, str] = {}
         reports, pages, csvs = [], [], []
         try:
-            reports = grade_batch(subs, work, jobs=2, engine=engine, cell_timeout=20)
+            reports = grade_batch(subs, work, jobs=4, engine=engine, cell_timeout=20)
         except Exception as exc:  # noqa: BLE001 - the test says which stage stopped
             errors["grade"] = f"{type(exc).__name__}: {exc}"
         else:

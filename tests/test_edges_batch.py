@@ -247,7 +247,7 @@ def batches(tmp_path_factory, grade_batch):
     out = {}
     for engine in ENGINES:
         work = tmp_path_factory.mktemp(f"edges-{engine}")
-        reports = grade_batch(subs, work, jobs=2, engine=engine, cell_timeout=20)
+        reports = grade_batch(subs, work, jobs=4, engine=engine, cell_timeout=20)
         db = Workspace(work).default_db_url()
         out[engine] = ({r.name or r.student: r for r in reports}, work, feedback.main(work), [
             export.write_grades_csv(db, work / "course-grades.csv", workdir=work),

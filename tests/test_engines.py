@@ -37,9 +37,9 @@ EXPECTED_SCORES = {
     "input": 6, "runtime_cheat": 0, "static_cheat": 6, "breaks_the_kernel": 6, "dies_midway": 4,
 }
 #: name -> grade.main options. Job counts are engine-independent (workers only run run_one), so
-#: the kernel engine runs once, with two workers, as the reference.
+#: the kernel engine runs once, with four workers (its misbehaving submissions mostly wait), as the reference.
 RUNS = {
-    "kernel, 2 jobs": {"engine": "kernel", "jobs": 2},
+    "kernel, 4 jobs": {"engine": "kernel", "jobs": 4},
     "fork, 1 job": {"engine": "fork", "jobs": 1},
     "fork, 2 jobs": {"engine": "fork", "jobs": 2},
     "fork on a Dask LocalCluster": {"engine": "fork", "dask": True},
@@ -88,14 +88,14 @@ def graded(batch):
 
 
 def test_the_reference_run_scores_every_behaviour_as_expected(graded):
-    reference = graded["kernel, 2 jobs"]
+    reference = graded["kernel, 4 jobs"]
     assert {s: g[1] for s, g in reference.items()} == EXPECTED_SCORES
     assert all(g[0] == "graded" for g in reference.values())
 
 
-@pytest.mark.parametrize("name", [n for n in RUNS if n != "kernel, 2 jobs"])
+@pytest.mark.parametrize("name", [n for n in RUNS if n != "kernel, 4 jobs"])
 def test_every_engine_and_job_count_gives_identical_grades(graded, name):
-    reference, other = graded["kernel, 2 jobs"], graded[name]
+    reference, other = graded["kernel, 4 jobs"], graded[name]
     assert other.keys() == reference.keys()
     differ = {s: (reference[s], other[s]) for s in reference if reference[s] != other[s]}
     assert not differ, differ

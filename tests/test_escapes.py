@@ -434,7 +434,7 @@ def batch(request, tmp_path_factory):
     os.environ["COURSE_TEST_DB_PASSWORD"] = SECRET  # a secret in the coordinator's environment
     started = time.monotonic()
     try:
-        reports = grade.main(subs, work, jobs=2, cell_timeout=10, solutions_dir=solutions, engine=engine)
+        reports = grade.main(subs, work, jobs=4, cell_timeout=10, solutions_dir=solutions, engine=engine)
     finally:
         del os.environ["COURSE_TEST_DB_PASSWORD"]
         elapsed = time.monotonic() - started
