@@ -234,12 +234,14 @@ def test_a_chapters_cells_import_little_that_its_fork_server_did_not_preload():
     """What the cells import lazily is paid by every child: ~1-2 s for torch._dynamo or scikit-learn.
     grader.prepare.integrity.PRELOAD and the chapter's grading.toml ``preload`` keep it small; a chapter
     that starts importing something big fails here until its grading.toml names it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from nbformat.v4 import new_code_cell
 
     from grader.engines.execution import ExecOptions
     from grader.engines.fork import engine as fork
 
-    for chapter in CHAPTERS:
+    def imported(chapter: str) -> list:
         nb = source(chapter)
         code = [c for c in nb.cells if c.cell_type == "code"]
         for cell in code:  # as CI and grading run them
@@ -247,8 +249,11 @@ def test_a_chapters_cells_import_little_that_its_fork_server_did_not_preload():
         nb.cells = [new_code_cell("import sys as _s\n_before = set(_s.modules)"), *code,
                     new_code_cell("sorted(set(_s.modules) - _before)")]
         options = ExecOptions(cell_timeout=120, isolate=False, preload=project.preload([chapter]))
-        ex = fork.execute(nb, options)
-        result = ex.nb.cells[-1].outputs
+        return fork.execute(nb, options).nb.cells[-1].outputs
+
+    with ThreadPoolExecutor(2) as workers:  # two chapters at a time, each on a server of its own preload
+        results = dict(zip(CHAPTERS, workers.map(imported, CHAPTERS), strict=True))
+    for chapter, result in results.items():
         assert result and result[0].output_type == "execute_result", f"{chapter}: {result}"
         new = eval(result[0].data["text/plain"])  # a list of module names, from our own cell
         assert len(new) < 30, f"{chapter} imports {len(new)} modules its server did not: {new[:40]}"
