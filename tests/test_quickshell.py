@@ -1,8 +1,11 @@
 """The fork child's shortcuts through IPython's per-cell work give exactly what IPython gives."""
 
 from __future__ import annotations
+import __future__
 
+import ast
 import json
+import warnings
 from pathlib import Path
 
 from hypothesis import example, given, settings
@@ -10,6 +13,7 @@ from hypothesis import strategies as st
 from ipykernel.compiler import get_file_name, murmur2_x86
 from IPython.core import inputtransformer2 as it2
 from IPython.core.async_helpers import _should_be_async
+from IPython.core.compilerop import CachingCompiler
 from IPython.core.inputtransformer2 import TransformerManager
 
 from grader.engines.fork.quickshell import (
@@ -18,6 +22,8 @@ from grader.engines.fork.quickshell import (
     may_be_async,
     may_need_token_transform,
     murmur2,
+    parse,
+    warns_when_parsed,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,10 +71,18 @@ def test_the_course_has_cells_to_compare():
     assert len(COURSE) > 300
 
 
+#: Numbers, keywords and escapes side by side: where the parser warns (``1if``, ``"\\d"``) and where not.
+NUMBERS = st.lists(st.sampled_from(
+    ["1", "0x1f", "1e5", "1j", "1.", ".5", "0b1", "0o7", "1_0", "if", "else", "for", "in", "is", "or", "and",
+     "not", " ", "x", "_", "é", "[", "]", "(", ")", "=", ",", "\n", "'\\d'", "'\\n'", "b'\\q'", "#"]
+), max_size=12).map("".join)
+
+
 def test_every_course_cell_is_transformed_as_ipython_does():
-    quick, ipython = QuickTransformerManager(), TransformerManager()
-    differ = [c for c in COURSE if outcome(quick.transform_cell, c) != outcome(ipython.transform_cell, c)]
-    assert differ == []
+    ipython = TransformerManager()
+    for quick in (QuickTransformerManager(), QuickTransformerManager(QuickCompiler())):
+        differ = [c for c in COURSE if outcome(quick.transform_cell, c) != outcome(ipython.transform_cell, c)]
+        assert differ == []
 
 
 @settings(max_examples=400, deadline=None)
@@ -77,7 +91,56 @@ def test_every_course_cell_is_transformed_as_ipython_does():
 @example("if x:\n        a = 1\n    b = 2")
 @example("x = \"\"\"\n%pwd")  # an open string: IPython tokenizes what it can
 def test_generated_text_is_transformed_as_ipython_does(cell):
-    assert outcome(QuickTransformerManager().transform_cell, cell) == outcome(TransformerManager().transform_cell, cell)
+    expected = outcome(TransformerManager().transform_cell, cell)
+    assert outcome(QuickTransformerManager().transform_cell, cell) == expected
+    assert outcome(QuickTransformerManager(QuickCompiler()).transform_cell, cell) == expected
+
+
+def test_a_course_cell_is_parsed_once_into_the_tree_ipython_parses():
+    handed = 0
+    for cell in COURSE:
+        compiler = QuickCompiler()
+        text = QuickTransformerManager(compiler).transform_cell(cell)
+        if compiler.parsed is None:
+            continue
+        handed += 1
+        tree = compiler.parsed[2]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a handed-over parse is one that could not warn
+            expected = CachingCompiler().ast_parse(text, "1234.py")
+        assert compiler.ast_parse(text, "1234.py") is tree, cell
+        assert ast.dump(tree, include_attributes=True) == ast.dump(expected, include_attributes=True), cell
+        assert compiler.parsed is None  # used once
+        assert compiler.ast_parse(text, "1234.py") is not tree  # parsed afresh after that
+    assert handed > len(COURSE) // 2
+
+
+def test_a_parse_is_not_used_for_other_text_or_other_flags():
+    compiler = QuickCompiler()
+    quick = QuickTransformerManager(compiler)
+    quick.transform_cell("x: int = 1\n")
+    tree = compiler.parsed[2]
+    assert compiler.ast_parse("x: int = 2\n") is not tree
+    quick.transform_cell("x: int = 1\n")
+    compiler.flags |= __future__.annotations.compiler_flag  # a cell ran ``from __future__ import annotations``
+    assert compiler.ast_parse("x: int = 1\n") is not compiler.parsed
+    assert compiler.parsed is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(NUMBERS, SPECIAL, LINES))
+@example("y = 1if x else 2\n")
+@example("z = [0x1for x in ()]\n")
+@example("a = 1.if 1 else 2\n")
+@example("s = '\\d'\n")
+def test_text_said_not_to_warn_parses_without_a_warning(text):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if parse(text) is None or warns_when_parsed(text):
+            return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse(text) is not None
 
 
 def test_the_tokenizer_is_skipped_only_without_ipython_syntax():

@@ -85,7 +85,7 @@ def new_shell() -> CaptureShell:
     config.HistoryManager.enabled = False
     # names cells as a kernel does (``2707655447.py``); see grader.engines.fork.quickshell
     shell = CaptureShell.instance(config=config, compiler_class=QuickCompiler)
-    shell.input_transformer_manager = QuickTransformerManager()
+    shell.input_transformer_manager = QuickTransformerManager(shell.compile)  # hands it each cell's parse
     return shell
 
 
