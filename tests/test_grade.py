@@ -409,11 +409,19 @@ def test_no_submission_runs_before_every_solution_has_and_the_solutions_run_side
     subs = tmp_path / "subs"
     samples.write_samples(subs, solutions_dir=mini_solutions)
     runs, prepared = [], []
+    both = threading.Barrier(2)
 
     def slow_solutions(nb, options, engine):  # stands in for the fork engine; nothing real runs
         kind = "solution" if threading.current_thread().name.startswith("reference") else "learner"
         start = time.monotonic()
-        time.sleep(0.5 if kind == "solution" else 0.0)
+        if kind == "solution":  # no timing to race with a busy machine: each run waits for what must come meanwhile
+            try:
+                both.wait(timeout=30)  # the other solution's run starts while this one runs
+            except threading.BrokenBarrierError:
+                pass  # it did not: the assertion below says so
+            deadline = time.monotonic() + 30
+            while not prepared and time.monotonic() < deadline:  # the coordinator prepares meanwhile
+                time.sleep(0.01)
         runs.append((kind, start, time.monotonic()))
         return Execution(nb=nb)
 
