@@ -14,6 +14,10 @@ DEVICE ?= cpu
 JOBS ?= 2
 WORKDIR ?= course-work
 PYTEST_ARGS ?=
+# pytest processes in `make test` (pytest-xdist; each test file stays in one of them, so a module's
+# batch is graded once); 1 runs one process
+TEST_JOBS ?= 2
+XDIST := $(if $(filter-out 0 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -155,7 +159,7 @@ test-deps: ## Install the Debian tools some tests use (bubblewrap sandbox, graph
 
 .PHONY: test
 test: $(STAMP) test-deps ## Run the test suite (executes every chapter both ways, FAST; browser tests: make ci)
-	COURSE_DEVICE=$(DEVICE) $(PY) -m pytest $(PYTEST_ARGS)
+	COURSE_DEVICE=$(DEVICE) $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 .PHONY: lint
 lint: $(STAMP) ## Lint the packages, tests and notebooks with ruff
