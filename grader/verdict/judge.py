@@ -37,6 +37,7 @@ from grader.verdict.observations import (
     observations,
 )
 from grader.verdict.rules import rule as rules
+from grader.verdict.verdicts import Verdicts
 
 MAX_REASON = 600
 
@@ -183,8 +184,24 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
     sends: each ``assert`` observation says it held. A wrong answer must still fail then
     (``tests/test_chapters.py`` checks it for every known mistake): its test fails on values.
     """
-    got = observations(cell)
-    error = first_error(cell)
+    got, error = observations(cell), first_error(cell)
+    text = _VERDICTS.key(got, error)
+    verdict = _VERDICTS.get(refs, asserts, forge_yes_no, text) if text is not None else None
+    if verdict is None:
+        verdict = _judge(got, error, refs, asserts, forge_yes_no=forge_yes_no)
+        if text is not None and not verdict[1].startswith(_NOT_COMPARED):  # that one may be the machine's
+            _VERDICTS.put(refs, asserts, forge_yes_no, text, verdict)
+    return verdict
+
+
+_NOT_COMPARED = "the answer could not be compared with the expected value"
+#: verdicts worked out once per distinct data of a test cell (see :class:`grader.verdict.verdicts.Verdicts`)
+_VERDICTS = Verdicts()
+
+
+def _judge(got: list[Any], error: dict | None, refs: list[dict], asserts: dict[int, Message], *,
+           forge_yes_no: bool) -> tuple[str, str]:
+    """:func:`judge` of a cell's observations ``got`` and first error."""
     size = _text_size(got, refs)
     if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
         return FAILED, "the test sent more observations than the grader accepts"
@@ -207,7 +224,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
         except Malformed as exc:
             return FAILED, f"the test sent a malformed observation ({exc})"
         except Exception as exc:  # values the checks cannot compare: that test fails, nothing else
-            return FAILED, f"the answer could not be compared with the expected value ({type(exc).__name__})"
+            return FAILED, f"{_NOT_COMPARED} ({type(exc).__name__})"
         if why is not None:
             if got[i].get("kind") == "fail":  # the test's own `raise AnswerError(...)` fired
                 return FAILED, site_message(got[i], asserts)
