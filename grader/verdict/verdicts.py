@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
+#: what orjson would write as JSON although it is none (a dataclass, a date) it refuses instead
+_ONLY_JSON = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
 
 class Verdicts:
     """A test cell's verdict, remembered by everything that decides it: the reference's observations
@@ -15,7 +20,8 @@ class Verdicts:
     spares comparing each of them with the reference for every submission. The learner's data is
     parsed JSON (every engine's outputs are), for which the text is exact: ``True`` is not ``1``,
     ``1`` is not ``1.0``, ``-0.0`` is not ``0.0``, and a key order of its own is another text. Data
-    JSON cannot write exactly (``NaN``, ``Infinity``, an object of another type) is judged every time.
+    JSON cannot write exactly (``NaN``, ``Infinity``, an integer past 64 bits, a key that is no text,
+    an object of another type) is judged every time.
     """
 
     def __init__(self, max_entries: int = 4096, max_chars: int = 64 << 20) -> None:
@@ -24,22 +30,28 @@ class Verdicts:
         self._chars = 0
 
     @staticmethod
-    def key(got: list[Any], error: dict | None) -> str | None:
+    def key(got: list[Any], error: dict | None) -> bytes | None:
         """The exact text of a cell's observations and of its first error (all of it but the
         traceback, which no verdict reads); None when it has none."""
-        shown = None if error is None else {k: v for k, v in error.items() if k != "traceback"}
+        shown = [got] if error is None else [got, {k: v for k, v in error.items() if k != "traceback"}]
         try:
-            return json.dumps([got, shown], allow_nan=False, separators=(",", ":"))
+            text = orjson.dumps(shown, option=_ONLY_JSON)
+        except (TypeError, orjson.JSONEncodeError):  # an integer past 64 bits, a key that is no text: not JSON's
+            return None
+        if b"null" not in text:
+            return text
+        try:  # orjson writes NaN and Infinity as null, as it writes None: json tells them apart (and refuses them)
+            return b"J" + json.dumps(shown, allow_nan=False, separators=(",", ":")).encode()
         except (TypeError, ValueError, RecursionError):
             return None
 
-    def get(self, refs: list[dict], asserts: Any, forge_yes_no: bool, text: str) -> tuple[str, str] | None:
+    def get(self, refs: list[dict], asserts: Any, forge_yes_no: bool, text: bytes) -> tuple[str, str] | None:
         found = self._known.get((id(refs), id(asserts), forge_yes_no, text))
         if found is None or found[0] is not refs or found[1] is not asserts:
             return None
         return found[2]
 
-    def put(self, refs: list[dict], asserts: Any, forge_yes_no: bool, text: str, verdict: tuple[str, str]) -> None:
+    def put(self, refs: list[dict], asserts: Any, forge_yes_no: bool, text: bytes, verdict: tuple[str, str]) -> None:
         if len(self._known) >= self.max_entries or self._chars + len(text) > self.max_chars:
             self._known.clear()
             self._chars = 0
