@@ -56,7 +56,10 @@ def is_graded(cell: NotebookNode) -> bool:
 
 def is_test(cell: NotebookNode) -> bool:
     """An autograded test cell: a graded code cell that is not an answer cell."""
-    return cell.get("cell_type") == "code" and is_graded(cell) and not is_solution(cell)
+    if cell.get("cell_type") != "code":
+        return False
+    meta = nbgrader_meta(cell)  # read once: a notebook's cells are asked this many times a submission
+    return bool(meta.get("grade", False)) and not meta.get("solution", False)
 
 
 def is_locked(cell: NotebookNode) -> bool:
