@@ -180,8 +180,10 @@ def test_a_killed_batch_resumes_to_the_same_grades(graded, tmp_path):
     import time
 
     subs = tmp_path / "subs"
-    for student in ("alice", "bob", "carol", "dave", "erin", "frank"):
-        shutil.copytree(graded["subs"] / student, subs / student)
+    # as many as make the batch outlast the recorder's first transaction (its wait, at the fork engine's pace)
+    of = {f"{student}{k or ''}": student for k in range(3) for student in ("alice", "bob", "carol", "dave", "erin", "frank")}
+    for student, original in of.items():
+        shutil.copytree(graded["subs"] / original, subs / student)
     work = tmp_path / "work"
     cmd = [sys.executable, "-m", "grader.cli.app", "grade", str(subs), "--workdir", str(work), "--jobs", "1",
            "--solutions", str(graded["solutions"])]
@@ -192,10 +194,10 @@ def test_a_killed_batch_resumes_to_the_same_grades(graded, tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len(list((work / "results").glob("*/*.json")))
-    assert 2 <= done_before < 6, "the kill did not land mid-batch"
+    assert 2 <= done_before < len(of), "the kill did not land mid-batch"
     again = grade.main(subs, work, jobs=2, solutions_dir=graded["solutions"])
     assert sum(r.cached for r in again) == done_before
-    assert {r.student: r.score for r in again} == {s: graded["reports"][s].score for s in subs.iterdir() for s in [s.name]}
+    assert {r.student: r.score for r in again} == {s: graded["reports"][of[s]].score for s in of}
 
 
 @pytest.mark.parametrize("engine", ["fork", "kernel"])
