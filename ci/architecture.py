@@ -57,7 +57,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
         "verdict.reference", "verdict.fixed", "verdict.rules.rule", "verdict.rules.reading", "verdict.rules.bindings", "verdict.rules.names",
-        "verdict.rules.checks", "verdict.hints", "verdict.library_messages")),
+        "verdict.rules.checks", "verdict.hints", "verdict.library_messages", "verdict.verdicts", "verdict.syntax")),
     "record": ("the gradebook, result files, CSV exports", (
         "record.results", "record.scores", "record.gradebook", "record.fingerprints", "record.review",
         "record.export", "record.lms_export", "record.csv_spans")),

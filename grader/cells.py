@@ -32,8 +32,11 @@ MARKER_TEXT = {
 
 def nbgrader_meta(cell: NotebookNode) -> dict[str, Any]:
     """The cell's ``nbgrader`` metadata (an empty dict when it has none)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return meta if isinstance(meta, dict) else {}
+    meta = cell.get("metadata", _ABSENT).get("nbgrader", _ABSENT)
+    return meta if isinstance(meta, dict) and meta is not _ABSENT else {}
+
+
+_ABSENT: dict = {}  # never handed out: a cell without the metadata gets a dict of its own
 
 
 def grade_id(cell: NotebookNode) -> str | None:
@@ -53,7 +56,10 @@ def is_graded(cell: NotebookNode) -> bool:
 
 def is_test(cell: NotebookNode) -> bool:
     """An autograded test cell: a graded code cell that is not an answer cell."""
-    return cell.get("cell_type") == "code" and is_graded(cell) and not is_solution(cell)
+    if cell.get("cell_type") != "code":
+        return False
+    meta = nbgrader_meta(cell)  # read once: a notebook's cells are asked this many times a submission
+    return bool(meta.get("grade", False)) and not meta.get("solution", False)
 
 
 def is_locked(cell: NotebookNode) -> bool:
@@ -106,8 +112,14 @@ def source_text(cell: NotebookNode) -> str:
 
 def marker(cell: NotebookNode) -> tuple[str, str] | None:
     """``(kind, grade_id)`` of the release marker on the cell's first line, or None."""
-    first = source_text(cell).lstrip("\n").split("\n", 1)[0]
-    m = MARKER_RE.match(first)
+    text = source_text(cell)
+    start = 0
+    while text.startswith("\n", start):  # the first line that is not empty
+        start += 1
+    if not text.startswith("# [", start):  # what every marker begins with: most cells end here
+        return None
+    end = text.find("\n", start)
+    m = MARKER_RE.match(text[start:end] if end >= 0 else text[start:])
     return (m["kind"], m["grade_id"]) if m else None
 
 

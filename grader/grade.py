@@ -45,6 +45,10 @@ __all__ = ["DEFAULT_ENGINE", "ENGINES", "Report", "Workspace", "main", "passed_t
 
 log = logging.getLogger(__name__)
 
+#: results each worker hands back before an idle coordinator records them, and the longest a result waits
+#: to be recorded (a killed batch grades at most that much again; the progress bar moves at least that often)
+IDLE_RESULTS, RECORD_WAIT = 4, 2.0
+
 def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
     """Check the options first, then grade holding the workspace's lock (:meth:`Workspace.lock`):
     a second batch on the same workspace is refused, and only one creates its gradebook."""
@@ -145,8 +149,10 @@ def main(
         forkpool.prestart(base, jobs)  # torch, while we prepare
     ws.remember(grading={"engine": engine, **{k: v for k, v in asdict(base).items() if k not in NOT_GRADING}},
                 solutions=str(Path(solutions_dir).resolve()))
-    # waiting for workers, the coordinator records once each of them has handed back a result (or after a while)
-    recorder = record.Recorder(ws, db_url, _collect(reports, on_progress), idle_batch=jobs)
+    # waiting for workers, the coordinator records once each of them has handed back a few results, or the
+    # oldest has waited RECORD_WAIT: a transaction and the totals read back cost more than a submission's verdict
+    recorder = record.Recorder(ws, db_url, _collect(reports, on_progress), idle_batch=IDLE_RESULTS * jobs,
+                               wait=RECORD_WAIT)
     _record_not_submitted(ws, recorder, found, sources, reports)
     if on_start:  # before the solutions' runs, which take a few seconds per chapter
         on_start(len(candidates))

@@ -544,3 +544,30 @@ def test_a_learners_long_value_is_cut_in_a_visible_reason_too():
     assert why is not None and len(why) < 140 and "expected 22" in why
     why = verdict.compare(_record("value", "x" * 5000), _record("value", "y"), {})
     assert why is not None and len(why) < 160
+
+
+@pytest.mark.parametrize("kind", ["tensor", "value"])
+def test_a_test_cell_judged_again_gets_the_verdict_a_fresh_judgement_gives(kind):
+    """A test cell's verdict is remembered by the exact data of its observations: each answer, judged
+    after every other one (None after NaN, 1 after 1.0 and True, -0.0 after 0.0) and again, gets
+    what judging it afresh gives."""
+    for expected in ANSWERS:
+        refs = [_record("begin", None), _value_ref(kind, expected, name="f(x)"), _record("end", None)]
+        for _ in range(2):
+            for answer in ANSWERS:
+                cell = _cell(refs[0], _value_ref(kind, answer), refs[2])
+                fresh = verdict._judge(observations.observations(cell), observations.first_error(cell), refs, {},
+                                       forge_yes_no=False)
+                assert verdict.judge(cell, refs, {}) == fresh
+
+
+def test_a_remembered_verdict_is_keyed_by_data_written_exactly_or_not_remembered():
+    """Values that ``==`` or a lax JSON writer confuse get keys of their own, or none (judged every time)."""
+    from grader.verdict.verdicts import Verdicts
+
+    keys = [Verdicts.key([{"v": value}], None) for value in (1, 1.0, True, 0.0, -0.0, None, "null", [1], (2,))]
+    assert None not in keys and len(set(keys)) == len(keys)
+    for unwritable in (float("nan"), float("inf"), 2**70, {1: "a"}):
+        assert Verdicts.key([{"v": unwritable}], None) is None
+    error = {"ename": "ValueError", "evalue": "x"}
+    assert Verdicts.key([], error) == Verdicts.key([], {**error, "traceback": ["anything"]}) != Verdicts.key([], None)

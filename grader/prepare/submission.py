@@ -17,6 +17,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.reader import get_version
 from nbformat.v4.nbbase import random_cell_id
+from nbformat.v4.rwbase import rejoin_lines, strip_transient
 
 from grader import cells, jsonio
 from grader.prepare import pipeline
@@ -61,7 +62,8 @@ def read_submission(path: Path) -> NotebookNode:
         if major == 4:
             _join_sources(data)
         try:
-            nb = nbformat.versions[major].to_notebook_json(data, minor=minor)
+            nb = (strip_transient(rejoin_lines(_node(data))) if major == 4  # what v4's to_notebook_json does
+                  else nbformat.versions[major].to_notebook_json(data, minor=minor))
         except AttributeError as exc:
             raise nbformat.ValidationError(f"The notebook is invalid and is missing an expected key: {exc}") from None
         nb = nbformat.convert(nb, 4)
@@ -69,6 +71,16 @@ def read_submission(path: Path) -> NotebookNode:
     except Exception as exc:
         raise ValueError(f"the notebook could not be read ({type(exc).__name__}: {exc})") from None
     return nb
+
+
+def _node(data: dict) -> NotebookNode:
+    """nbformat's ``from_dict`` for parsed JSON (dicts, lists and plain values): the same nodes, without
+    a call for every plain value (most of a notebook's values)."""
+    return NotebookNode({k: _node(v) if type(v) is dict else _nodes(v) if type(v) is list else v for k, v in data.items()})
+
+
+def _nodes(items: list) -> list:
+    return [_node(v) if type(v) is dict else _nodes(v) if type(v) is list else v for v in items]
 
 
 def _join_sources(data: dict) -> None:

@@ -13,7 +13,6 @@ values, never from text the learner's process sent.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 from dataclasses import asdict, dataclass
@@ -37,6 +36,8 @@ from grader.verdict.observations import (
     observations,
 )
 from grader.verdict.rules import rule as rules
+from grader.verdict.syntax import syntax_error
+from grader.verdict.verdicts import Verdicts
 
 MAX_REASON = 600
 
@@ -183,8 +184,24 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
     sends: each ``assert`` observation says it held. A wrong answer must still fail then
     (``tests/test_chapters.py`` checks it for every known mistake): its test fails on values.
     """
-    got = observations(cell)
-    error = first_error(cell)
+    got, error = observations(cell), first_error(cell)
+    text = _VERDICTS.key(got, error)
+    verdict = _VERDICTS.get(refs, asserts, forge_yes_no, text) if text is not None else None
+    if verdict is None:
+        verdict = _judge(got, error, refs, asserts, forge_yes_no=forge_yes_no)
+        if text is not None and not verdict[1].startswith(_NOT_COMPARED):  # that one may be the machine's
+            _VERDICTS.put(refs, asserts, forge_yes_no, text, verdict)
+    return verdict
+
+
+_NOT_COMPARED = "the answer could not be compared with the expected value"
+#: verdicts worked out once per distinct data of a test cell (see :class:`grader.verdict.verdicts.Verdicts`)
+_VERDICTS = Verdicts()
+
+
+def _judge(got: list[Any], error: dict | None, refs: list[dict], asserts: dict[int, Message], *,
+           forge_yes_no: bool) -> tuple[str, str]:
+    """:func:`judge` of a cell's observations ``got`` and first error."""
     size = _text_size(got, refs)
     if len(got) > MAX_OBSERVATIONS or size > MAX_CELL_BYTES:
         return FAILED, "the test sent more observations than the grader accepts"
@@ -207,7 +224,7 @@ def judge(cell: NotebookNode, refs: list[dict], asserts: dict[int, Message], *,
         except Malformed as exc:
             return FAILED, f"the test sent a malformed observation ({exc})"
         except Exception as exc:  # values the checks cannot compare: that test fails, nothing else
-            return FAILED, f"the answer could not be compared with the expected value ({type(exc).__name__})"
+            return FAILED, f"{_NOT_COMPARED} ({type(exc).__name__})"
         if why is not None:
             if got[i].get("kind") == "fail":  # the test's own `raise AnswerError(...)` fired
                 return FAILED, site_message(got[i], asserts)
@@ -241,44 +258,6 @@ def _stopped_by(error: dict, refs: list[dict], i: int) -> tuple[str, str]:
     """(status, reason) for an error that stopped the test before the reference's i-th check."""
     hidden = any(ref.get("kind") == "phase" for ref in refs[:i])
     return _error_reason(error, _where(refs, i), hidden)
-
-
-def syntax_error(nb: NotebookNode, test_index: int) -> str | None:
-    """The reason for a test whose answer cell (the one before it) has a syntax error, from the
-    grader's own parse of the cell's source (never from what the learner's process printed):
-    "your answer cell has a syntax error at line N", N counted as the learner's cell shows it."""
-    for cell in reversed(nb.cells[:test_index]):
-        if cells.is_test(cell):
-            return None
-        if cells.is_solution(cell) and cell.get("cell_type") == "code":
-            found = _parse_error(cells.source_text(cell))
-            if found is not None:
-                kind, line = found
-                at = f" at line {line}" if line else ""
-                return (f"your answer cell has a syntax error{at} ({kind}), so Python ran none of it and"
-                        " nothing in it was defined: fix that line and run the cell again")
-    return None
-
-
-def _parse_error(source: str) -> tuple[str, int | None] | None:
-    """(SyntaxError, IndentationError or TabError; its line) when ``source`` does not parse as
-    a notebook cell (IPython's magics allowed); None when it does, or when the grader cannot tell."""
-    try:
-        ast.parse(source)
-        return None
-    except SyntaxError as exc:
-        kind, line = type(exc).__name__, exc.lineno
-    except (ValueError, RecursionError, MemoryError):
-        return None
-    try:  # a magic (`%time`, `!pip`) is no syntax error in a notebook: parse what IPython runs
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        ast.parse(TransformerManager().transform_cell(source))
-        return None
-    except SyntaxError:
-        return kind, line if isinstance(line, int) and 0 < line <= source.count("\n") + 1 else None
-    except Exception:  # noqa: BLE001 - a cell IPython cannot transform: no claim either way
-        return None
 
 
 def static_notes(findings: list[Finding], nb: NotebookNode) -> dict[int, str]:

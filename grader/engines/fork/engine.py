@@ -39,23 +39,27 @@ EXIT_WAIT = 0.5
 # -- outputs from a child: untrusted, so rebuilt field by field ------------------------------
 
 def _outputs(raw) -> list[NotebookNode]:
+    """A cell's outputs as ipykernel sends them, rebuilt from what the child sent: only the known
+    kinds and fields, each of its type (a display's ``data`` and ``metadata`` are plain dicts, as
+    everything inside them is)."""
     out: list[NotebookNode] = []
-    for o in raw if isinstance(raw, list) else []:
+    for o in raw if isinstance(raw, list) else ():
         kind = o.get("output_type") if isinstance(o, dict) else None
-        if kind == "stream" and o.get("name") in ("stdout", "stderr"):
-            out.append(NotebookNode(output_type=kind, name=o["name"], text=str(o.get("text", ""))))
-        elif kind in ("execute_result", "display_data"):
-            data = o.get("data") if isinstance(o.get("data"), dict) else {}
-            node = NotebookNode(output_type=kind, data=NotebookNode({str(k): v for k, v in data.items()}),
-                                metadata=NotebookNode(o["metadata"] if isinstance(o.get("metadata"), dict) else {}))
+        if kind == "display_data" or kind == "execute_result":
+            data, meta = o.get("data"), o.get("metadata")
+            node = NotebookNode({"output_type": kind,
+                                 "data": {str(k): v for k, v in data.items()} if isinstance(data, dict) else {},
+                                 "metadata": dict(meta) if isinstance(meta, dict) else {}})
             if kind == "execute_result":
                 count = o.get("execution_count")
                 node["execution_count"] = count if isinstance(count, int) else None
             out.append(node)
+        elif kind == "stream" and o.get("name") in ("stdout", "stderr"):
+            out.append(NotebookNode({"output_type": kind, "name": o["name"], "text": str(o.get("text", ""))}))
         elif kind == "error":
             trace = o.get("traceback") if isinstance(o.get("traceback"), list) else []
-            out.append(NotebookNode(output_type="error", ename=str(o.get("ename", "")),
-                                    evalue=str(o.get("evalue", "")), traceback=[str(t) for t in trace]))
+            out.append(NotebookNode({"output_type": "error", "ename": str(o.get("ename", "")),
+                                     "evalue": str(o.get("evalue", "")), "traceback": [str(t) for t in trace]}))
     return out
 
 

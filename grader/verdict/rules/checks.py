@@ -161,8 +161,7 @@ class Reader:
                 if nm.under(q, nm.LOOP_QUALIFIED):
                     return f"uses {nm.quote(q)}, a Python loop over the elements, which this exercise rules out"
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            calls = {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-            if node.name in calls:
+            if node.name in _called_by_name(node):
                 return f"calls {nm.quote(node.name)} from itself, a loop by recursion, which this exercise rules out"
         return None
 
@@ -181,6 +180,13 @@ def _visited(top: ast.AST) -> tuple[tuple[ast.AST, bool], ...]:
     hints = {id(n) for a in ast.walk(top) for h in annotations(a) for n in ast.walk(h)}
     return tuple((n, id(n) in hints) for n in ast.walk(top)
                  if isinstance(n, FOUND_IN) or (id(n) in hints and isinstance(n, FOUND_IN_HINTS)))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _called_by_name(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The plain names ``node`` calls anywhere in its body, worked out once per function (a node is one
+    object per distinct source), not once per rule and submission."""
+    return frozenset(n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
 
 
 def _families(entries: frozenset[str]) -> frozenset[str]:
