@@ -434,7 +434,7 @@ def batch(request, tmp_path_factory):
     os.environ["COURSE_TEST_DB_PASSWORD"] = SECRET  # a secret in the coordinator's environment
     started = time.monotonic()
     try:
-        reports = grade.main(subs, work, jobs=4, cell_timeout=10, solutions_dir=solutions, engine=engine)
+        reports = grade.main(subs, work, jobs=4, cell_timeout=20, solutions_dir=solutions, engine=engine)
     finally:
         del os.environ["COURSE_TEST_DB_PASSWORD"]
         elapsed = time.monotonic() - started
@@ -460,8 +460,10 @@ def test_the_attack_is_contained(batch, name):
     """Full marks: the attack found nothing to exploit (it answers wrong when it got through)."""
     r = batch["reports"][name]
     t1 = next(t for t in r.tests if t["grade_id"] == "test_ex1_double")
-    if name in ("dribble", "deep_reply"):  # it stalls (or, in a kernel, garbles) its own channel: only its own cell is lost
-        assert t1["status"] != "passed", _tests(r)
+    if name in ("dribble", "deep_reply"):
+        # it stalls (or, in a kernel, garbles) its own channel: a cell of its own is lost -- its own, or the
+        # one running when the coordinator next reads the channel, a later one on a busy machine
+        assert any(t["status"] != "passed" for t in r.tests), _tests(r)
         return
     if name in ("signal_everyone",) and t1["status"] != "passed":
         # stopping every process it can see stops its own kernel or fork server: its own loss
@@ -482,7 +484,7 @@ def test_nothing_outside_was_reached(batch):
 
 
 def test_the_batch_ends_within_its_budgets(batch):
-    # 30 submissions at 2 jobs; the dribbler is held at most cell timeout + grace + 10 s
+    # 30 submissions at 4 jobs; the dribbler is held at most cell timeout + grace + 10 s
     assert batch["elapsed"] < 400, batch["elapsed"]
 
 
