@@ -333,3 +333,27 @@ def test_a_sandboxed_kernel_caps_its_processes_inside_the_sandbox(tmp_path, monk
                            "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))"],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "(77, 77)" and confine.cap_processes
+
+
+def test_a_probe_started_early_answers_once_and_a_refused_batch_leaves_none_behind(monkeypatch):
+    """``course grade`` probes bubblewrap while it checks: the first question takes that answer
+    (no second probe); a batch refused meanwhile waits for its probe, and what no one took is
+    dropped, so a later question probes afresh."""
+    from grader.engines.isolation import ahead
+    from grader.engines.isolation import sandbox as mod
+
+    calls: list[int] = []
+    monkeypatch.setattr(mod, "probe_level", lambda: calls.append(1) or (time.sleep(0.2), "plain")[1])
+    mod.sandbox_level.cache_clear()
+    try:
+        with ahead.probing(True):
+            assert mod.sandbox_level() == "plain" and mod.sandbox_level() == "plain"
+        assert calls == [1]
+        mod.sandbox_level.cache_clear()
+        with pytest.raises(RuntimeError), ahead.probing(True):
+            raise RuntimeError("refused")
+        assert calls == [1, 1]
+        assert not [t for t in threading.enumerate() if t.name == "bwrap-probe"]
+        assert ahead.take() is None
+    finally:
+        mod.sandbox_level.cache_clear()

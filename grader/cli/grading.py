@@ -17,6 +17,7 @@ from grader.cli.base import (
     warn_if_password_in_argv,
     workdir_option,
 )
+from grader.engines.isolation import ahead
 from grader.intake.workspace import (
     MEMORY_FLOOR_MB,
     MEMORY_MEASURED_MB,
@@ -143,6 +144,19 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     sources = project.sources(solutions)
     batch.check_chapter(chapter, sources)
     found = batch.check_submissions(submissions, sources, chapter)
+    # what bubblewrap can make here is probed meanwhile (~0.15 s, the grader's own code only): the
+    # zygote, started once every check passed, waits for the answer
+    with ahead.probing(scheduler is None and not no_sandbox):
+        _checked_batch(ws, workdir, submissions, sources, found, reused, db_url=db_url, db_url_file=db_url_file,
+                       jobs=jobs, device=device, cell_timeout=cell_timeout, memory_mb=memory_mb,
+                       no_sandbox=no_sandbox, chapter=chapter, force=force, engine=engine, scheduler=scheduler,
+                       solutions_dir=solutions_dir)
+
+
+def _checked_batch(ws: Workspace, workdir: Path, submissions: Path, sources: dict, found: list, reused: list, *,
+                   db_url, db_url_file, jobs, device, cell_timeout, memory_mb, no_sandbox, chapter, force, engine,
+                   scheduler, solutions_dir) -> None:
+    """The gradebook's and the workspace's refusals, then the servers, the batch and its files."""
     warn_if_password_in_argv(db_url)
     gb = db_url_of(ws, given_db_url(db_url, db_url_file))
     if not force:
