@@ -52,7 +52,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.fork.engine", "engines.fork.child", "engines.fork.pool", "engines.fork.start",
         "engines.fork.zygote", "engines.fork.server", "engines.fork.shell", "engines.fork.quickshell",
         "engines.fork.clean", "engines.fork.wire", "engines.fork.ledger",
-        "engines.isolation.sandbox", "engines.isolation.mounts", "engines.isolation.confine",
+        "engines.isolation.sandbox", "engines.isolation.ahead", "engines.isolation.mounts", "engines.isolation.confine",
         "engines.isolation.seccomp", "engines.isolation.budget", "engines.isolation.treewatch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",

@@ -346,11 +346,11 @@ def test_a_probe_started_early_answers_once_and_a_refused_batch_leaves_none_behi
     monkeypatch.setattr(mod, "probe_level", lambda: calls.append(1) or (time.sleep(0.2), "plain")[1])
     mod.sandbox_level.cache_clear()
     try:
-        with ahead.probing(True):
+        with ahead.probing(True, mod.probe_level):
             assert mod.sandbox_level() == "plain" and mod.sandbox_level() == "plain"
         assert calls == [1]
         mod.sandbox_level.cache_clear()
-        with pytest.raises(RuntimeError), ahead.probing(True):
+        with pytest.raises(RuntimeError), ahead.probing(True, mod.probe_level):
             raise RuntimeError("refused")
         assert calls == [1, 1]
         assert not [t for t in threading.enumerate() if t.name == "bwrap-probe"]

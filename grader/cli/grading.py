@@ -17,7 +17,7 @@ from grader.cli.base import (
     warn_if_password_in_argv,
     workdir_option,
 )
-from grader.engines.isolation import ahead
+from grader.engines.isolation import ahead, sandbox
 from grader.intake.workspace import (
     MEMORY_FLOOR_MB,
     MEMORY_MEASURED_MB,
@@ -146,7 +146,7 @@ def grade(submissions: Path, workdir: Path, db_url: str | None, db_url_file: Pat
     found = batch.check_submissions(submissions, sources, chapter)
     # what bubblewrap can make here is probed meanwhile (~0.15 s, the grader's own code only): the
     # zygote, started once every check passed, waits for the answer
-    with ahead.probing(scheduler is None and not no_sandbox):
+    with ahead.probing(scheduler is None and not no_sandbox and not sandbox.level_known(), sandbox.probe_level):
         _checked_batch(ws, workdir, submissions, sources, found, reused, db_url=db_url, db_url_file=db_url_file,
                        jobs=jobs, device=device, cell_timeout=cell_timeout, memory_mb=memory_mb,
                        no_sandbox=no_sandbox, chapter=chapter, force=force, engine=engine, scheduler=scheduler,

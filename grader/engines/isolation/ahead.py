@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _lock = threading.Lock()
@@ -22,19 +22,17 @@ def take() -> str | None:
 
 
 @contextmanager
-def probing(wanted: bool) -> Iterator[None]:
-    """Probe what bubblewrap can make here (:func:`grader.engines.isolation.sandbox.sandbox_level`)
-    while the caller goes on; the first ``sandbox_level`` takes its answer. The probe runs only
+def probing(wanted: bool, probe: Callable[[], str]) -> Iterator[None]:
+    """Run ``probe`` (:func:`grader.engines.isolation.sandbox.probe_level`: what bubblewrap can make
+    here) while the caller goes on; the first ``sandbox_level`` takes its answer. The probe runs only
     the grader's own code. At the end a probe still running is waited for and what no one took is
     dropped: a refused batch leaves no process behind, and a later question probes afresh."""
-    from grader.engines.isolation import sandbox
-
-    if not wanted or sandbox.level_known():
+    if not wanted:
         yield
         return
 
     def run() -> None:
-        level = sandbox.probe_level()
+        level = probe()
         with _lock:
             _found["level"] = level
 
