@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 #: to be recorded (a killed batch grades at most that much again; the progress bar moves at least that often)
 IDLE_RESULTS, RECORD_WAIT = 4, 2.0
 
+
 def _one_batch_per_workspace(grade: Callable[..., list[Report]]) -> Callable[..., list[Report]]:
     """Check the options first, then grade holding the workspace's lock (:meth:`Workspace.lock`):
     a second batch on the same workspace is refused, and only one creates its gradebook."""
