@@ -2,8 +2,8 @@
 the sizes of its private tmpfs folders.
 
 Shared by the sandbox that builds bubblewrap's command line (:mod:`grader.engines.isolation.sandbox`), the
-zygote that gives each fork server namespaces of its own (:mod:`grader.engines.fork.zygote`) and the
-servers themselves (:mod:`grader.engines.fork.server`), so that none of them imports another
+namespaces a fork server is given inside the nested sandbox (:mod:`grader.engines.isolation.namespaces`)
+and the servers themselves (:mod:`grader.engines.fork.server`), so that none of them imports another
 for it.
 """
 
@@ -17,7 +17,7 @@ TMP_MB = 512
 SHM_MB = 256
 
 #: Where the nested sandbox binds the host's /proc (the zygote covers it at once, see
-#: :mod:`grader.engines.fork.zygote`).
+#: :func:`grader.engines.isolation.namespaces.cover_host_proc`).
 HOST_PROC = "/run/course-hostproc"
 
 #: Folders a sandboxed fork server owns privately and empties after every child.

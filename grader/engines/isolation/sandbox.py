@@ -277,7 +277,7 @@ def probe_level() -> str:
     try:
         scratch = os.path.join(work, "s0")
         os.mkdir(scratch)
-        nested = [*confine, *bwrap_args(Path(work), nest=True), sys.executable, "-m", "grader.engines.fork.zygote", "--probe", scratch]
+        nested = [*confine, *bwrap_args(Path(work), nest=True), sys.executable, "-m", "grader.engines.isolation.namespaces", "--probe", scratch]
         done = subprocess.run(nested, capture_output=True, timeout=30)
         if done.returncode == 0:
             return "nested"
