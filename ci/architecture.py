@@ -54,7 +54,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "engines.fork.clean", "engines.fork.wire", "engines.fork.ledger",
         "engines.isolation.sandbox", "engines.isolation.ahead", "engines.isolation.mounts", "engines.isolation.confine",
         "engines.isolation.seccomp", "engines.isolation.budget", "engines.isolation.treewatch",
-        "engines.isolation.namespaces")),
+        "engines.isolation.namespaces", "engines.isolation.launch")),
     "verdict": ("how a test is scored, against the solution's run", (
         "verdict.judge", "verdict.outcome", "verdict.instrument", "verdict.comparison", "verdict.observations", "verdict.expectations",
         "verdict.reference", "verdict.fixed", "verdict.rules.rule", "verdict.rules.reading", "verdict.rules.bindings", "verdict.rules.names",

@@ -9,10 +9,8 @@ handle: ``wait_ready``, ``spawn`` a child, ``healthy``, ``alive``, ``close``.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
-import queue
 import secrets
 import select
 import shutil
@@ -27,6 +25,7 @@ from pathlib import Path
 
 from grader.engines.execution import ExecOptions, kernel_env
 from grader.engines.isolation.budget import Budget, cgroup_mode
+from grader.engines.isolation.launch import Started, launcher
 from grader.engines.isolation.sandbox import Sandbox, bubblewrap_works, gpu_devices, sandbox_level
 
 log = logging.getLogger(__name__)
@@ -40,28 +39,6 @@ class Stopped(StartError):
     """The grader stopped every server (Ctrl-C, the batch's end): nothing went wrong to report."""
 
 
-class _Launcher:
-    """Starts every server from one long-lived thread: a server (and bubblewrap) dies with
-    the thread that started it (PR_SET_PDEATHSIG), so no worker thread may start one."""
-
-    def __init__(self) -> None:
-        self.requests: queue.Queue = queue.Queue()
-        threading.Thread(target=self._loop, name="forkserver-launcher", daemon=True).start()
-
-    def _loop(self) -> None:
-        while True:
-            args, kwargs, future = self.requests.get()
-            try:
-                future.set_result(subprocess.Popen(*args, **kwargs))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-    def popen(self, *args, **kwargs) -> subprocess.Popen:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self.requests.put((args, kwargs, future))
-        return future.result()
-
-
 def _start(sandbox: Sandbox, options: ExecOptions, module: str, theirs: socket.socket, workdir: str,
            log_path: str, flags: list[str]) -> subprocess.Popen:
     """Start ``python -m MODULE --fd N WORKDIR [FLAGS] [--preload A,B]`` in ``sandbox``, with a
@@ -70,67 +47,18 @@ def _start(sandbox: Sandbox, options: ExecOptions, module: str, theirs: socket.s
     cmd = sandbox.wrap([sys.executable, "-m", module, "--fd", str(theirs.fileno()), workdir, *flags, *preload])
     try:
         with open(log_path, "wb") as log_file:
-            return _launcher().popen(cmd, env=kernel_env(options, workdir), cwd=workdir, stdin=subprocess.DEVNULL,
+            return launcher().popen(cmd, env=kernel_env(options, workdir), cwd=workdir, stdin=subprocess.DEVNULL,
                                      stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
                                      pass_fds=(theirs.fileno(),))
     finally:
         theirs.close()
 
 
-#: one closer per started process (see :meth:`_Started._closing`)
-_close_lock = threading.Lock()
-
-
-class _Started:
-    """A process we started in a sandbox (a server or a zygote): its folder, its log, its
-    budget and the control channel only we hold; it exits when we close the channel."""
-
-    proc: subprocess.Popen
-    ctrl: socket.socket
-    root: str
-    log_path: str
-    budget: Budget | None
-    closed = False
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-800:].strip() or f"exit status {self.proc.poll()}"
-        except OSError:
-            return "no log"
-
-    def _closing(self) -> bool:
-        """True for the first caller only: a worker releasing its lease and the coordinator
-        stopping the batch (Ctrl-C) may both close one process, and a descriptor closed twice
-        can close one that another thread opened meanwhile."""
-        with _close_lock:
-            first = not self.closed
-            self.closed = True
-        return first
-
-    def close(self) -> None:
-        if not self._closing():
-            return
-        self.ctrl.close()  # it reads EOF and exits (a zygote's servers die with it)
-        if self.alive():
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if self.budget is not None:
-            self.budget.close()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 #: memory cap of a fork server's own processes (with a cgroup)
 SERVER_MEMORY_MB = 2048
 
 
-class Server(_Started):
+class Server(Started):
     """A running fork server, its private folders and the control channel only we hold."""
 
     pidfd: int | None = None
@@ -217,24 +145,12 @@ def server_key(options: ExecOptions) -> tuple:
             tuple(sorted(set(options.preload))))
 
 
-_launcher_lock = threading.Lock()
-_the_launcher: _Launcher | None = None
-
-
-def _launcher() -> _Launcher:
-    global _the_launcher
-    with _launcher_lock:
-        if _the_launcher is None:
-            _the_launcher = _Launcher()
-        return _the_launcher
-
-
 #: the cgroup of a zygote and the servers forked from it (not their children: each joins its
 #: submission's budget): the zygote's modules (~0.3 GB) are shared by all
 ZYGOTE_MEMORY_MB, ZYGOTE_PIDS = 4096, 512
 
 
-class Zygote(_Started):
+class Zygote(Started):
     """A running zygote (one per batch's options), its folder of servers' folders, and the
     control channel only we hold."""
 
