@@ -48,7 +48,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "prepare.pipeline", "prepare.stubs", "prepare.integrity", "prepare.release", "prepare.publish")),
     "execute": ("run prepared notebooks, watched (engines/: kernels, fork servers, isolation)", (
         "execute.dispatch", "execute.watchdog", "execute.distributed", "engines.execution",
-        "engines.kernel.engine", "engines.kernel.client",
+        "engines.kernel.engine", "engines.kernel.client", "engines.kernel.forked", "engines.kernel.warm",
         "engines.fork.engine", "engines.fork.child", "engines.fork.pool", "engines.fork.start",
         "engines.fork.zygote", "engines.fork.server", "engines.fork.shell", "engines.fork.quickshell",
         "engines.fork.clean", "engines.fork.wire", "engines.fork.ledger",

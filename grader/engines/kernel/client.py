@@ -20,6 +20,7 @@ from jupyter_client.manager import AsyncKernelManager
 from grader.engines.execution import TIMEOUT_ENAME, ExecOptions
 from grader.engines.isolation.budget import PIDS_MAX, Budget
 from grader.engines.isolation.sandbox import Sandbox, gpu_devices, process_cap
+from grader.engines.kernel.forked import ForkedProvisioner, WarmProcess
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +111,15 @@ class SandboxedKernelManager(AsyncKernelManager):
     interrupt_kernel = _async_interrupt_kernel
 
 
-def new_kernel_manager(options: ExecOptions, home: str, runtime: str, budget: Budget | None) -> SandboxedKernelManager:
+def new_kernel_manager(options: ExecOptions, home: str, runtime: str, budget: Budget | None,
+                       warm: WarmProcess | None = None) -> SandboxedKernelManager:
     """A manager for one of a submission's kernels: in a sandbox working in ``home``, with its
-    connection files in ``runtime``, under the submission's ``budget`` (a cgroup) if it has one."""
+    connection files in ``runtime``, under the submission's ``budget`` (a cgroup) if it has one;
+    with ``warm``, forked from that warm process (``home`` one of its folders) instead."""
     memory_mb, data_only = process_cap(options.memory_mb, options.device)
     km = SandboxedKernelManager(kernel_name="python3")
     km.client_factory = HeartbeatlessClient
-    km.sandbox = Sandbox(
+    km.sandbox = None if warm is not None else Sandbox(
         workdir=Path(home),
         runtime_dir=Path(runtime),
         hide=[Path(p) for p in options.hide],
@@ -131,6 +134,8 @@ def new_kernel_manager(options: ExecOptions, home: str, runtime: str, budget: Bu
     km.ip = os.path.join(runtime, f"k{secrets.token_hex(4)}")
     km.connection_file = os.path.join(runtime, f"kernel-{secrets.token_hex(4)}.json")
     km.kernel_spec.interrupt_mode = "message"  # signals would stop at the sandbox's init
+    if warm is not None:
+        km.provisioner = ForkedProvisioner.for_manager(km, warm, options, budget)
     return km
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -31,6 +32,7 @@ from grader.engines.execution import (
 from grader.engines.isolation.budget import Budget, cgroup_mode
 from grader.engines.isolation.sandbox import budget_mb
 from grader.engines.isolation.treewatch import TreeWatch, kill_tree
+from grader.engines.kernel import forked
 from grader.engines.kernel.client import CAP_STREAMS, client_class, new_kernel_manager
 from grader.prepare import integrity
 
@@ -53,10 +55,16 @@ class _Runner:
 
     def __init__(self, nb: NotebookNode, options: ExecOptions, work: str):
         self.nb, self.options, self.work = nb, options, work
-        self.home = os.path.join(work, "home")
-        self.runtime = os.path.join(work, "runtime")
-        os.makedirs(self.home)
-        os.makedirs(self.runtime)
+        # kernels forked from the batch's warm process where they can be (grader.engines.kernel.forked),
+        # their home one of its folders; else each started in a sandbox of its own
+        self.warm = forked.warm_process(options) if forked.forks_kernels(options) else None
+        if self.warm is not None:
+            self.home = self.runtime = self.warm.new_folder()
+        else:
+            self.home = os.path.join(work, "home")
+            self.runtime = os.path.join(work, "runtime")
+            os.makedirs(self.home)
+            os.makedirs(self.runtime)
         self.result = Execution(nb=nb)
         self.guard = integrity.new_guard_name()
         self.deadline = time.monotonic() + options.budget_seconds()
@@ -96,6 +104,8 @@ class _Runner:
             watchdog.cancel()
             if self.budget is not None:
                 self.budget.close()  # whatever a kernel left behind dies with the submission
+            if self.warm is not None:
+                shutil.rmtree(self.home, ignore_errors=True)
 
     def _start_watchdog(self) -> threading.Timer:
         """Past the submission's budget, a cell timeout and a margin, :meth:`_overdue` kills its kernels."""
@@ -151,7 +161,7 @@ class _Runner:
         when the batch's first kernel cannot even start)."""
         from nbclient.exceptions import DeadKernelError
 
-        self.client.km = new_kernel_manager(self.options, self.home, self.runtime, self.budget)
+        self.client.km = new_kernel_manager(self.options, self.home, self.runtime, self.budget, self.warm)
         started = False
         try:
             # the kernel's own stdout and stderr are not the grader's: what learner code writes
@@ -181,7 +191,7 @@ class _Runner:
         """A fresh kernel made ready for the next cell: watched, the guard and the stream caps put in,
         the learner's cells that ran before replayed."""
         self._watch_kernel()
-        self._run_aside(integrity.install_code(self.guard), timeout=60)
+        self._run_aside(integrity.install_code(self.guard, warm_up=self.warm is None), timeout=60)  # warm: done
         self._run_aside(CAP_STREAMS, timeout=60)
         for index in done:
             self._run_aside(cells.source_text(self.nb.cells[index]))
