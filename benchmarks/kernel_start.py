@@ -7,10 +7,9 @@ first cell: the guard and the modules every kernel imports (``grader.prepare.int
 the warm-up where nothing warmed it before. It prints the machine's busy CPU and the wall-clock
 time a kernel took from its request to the guard's reply, each way, side by side in one run.
 
-This measures a design the kernel engine does not have (docs/engines.md, "A kernel's start"):
-forked plainly, and, where this machine has the fork engine's nested sandbox, forked into
-namespaces of their own inside it as the fork engine's servers are (no budget, no per-process
-limits: those cost nothing before the first cell).
+The third way is what the kernel engine does (:mod:`grader.engines.kernel.warm`), less the
+budget and the per-process limits, which cost nothing before the first cell; the first is what
+it does for CUDA or with ``COURSE_KERNEL_FORK=0`` (docs/engines.md, "A kernel's start").
 """
 
 from __future__ import annotations
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         before = busy_cpu()
         fresh_times = fresh(args.kernels, work)
         fresh_cpu = busy_cpu() - before
-        rows = [("fresh (as the kernel engine now)", fresh_cpu, fresh_times, None)]
+        rows = [("fresh (a sandbox of its own)", fresh_cpu, fresh_times, None)]
         for way, title in [(False, "forked from a warm process"), (True, "forked, namespaces of its own")][:1 + nested]:
             before = busy_cpu()
             times, warming = forked(args.kernels, work, nested=way)

@@ -97,9 +97,11 @@ def _kernel(request: dict, conn: socket.socket, nested: bool) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        import ipykernel_launcher
         from ipykernel.kernelapp import IPKernelApp
 
-        IPKernelApp.launch_instance(argv=["-f", request["connection_file"]])
+        sys.argv = [ipykernel_launcher.__file__, "-f", request["connection_file"]]  # as a launched kernel's
+        IPKernelApp.launch_instance(argv=sys.argv[1:])
     except BaseException as exc:  # noqa: BLE001 - the kernel must not live on half made
         print(f"kernel warm process: a kernel could not start: {exc}", file=sys.stderr, flush=True)
     os._exit(70)
