@@ -58,6 +58,7 @@ class _Runner:
         # kernels forked from the batch's warm process where they can be (grader.engines.kernel.forked),
         # their home one of its folders; else each started in a sandbox of its own
         self.warm = forked.warm_process(options) if forked.forks_kernels(options) else None
+        self.home_made = self.warm is not None
         if self.warm is not None:
             self.home = self.runtime = self.warm.new_folder()
         else:
@@ -104,7 +105,7 @@ class _Runner:
             watchdog.cancel()
             if self.budget is not None:
                 self.budget.close()  # whatever a kernel left behind dies with the submission
-            if self.warm is not None:
+            if self.home_made:
                 shutil.rmtree(self.home, ignore_errors=True)
 
     def _start_watchdog(self) -> threading.Timer:
@@ -176,6 +177,9 @@ class _Runner:
         except DeadKernelError:
             # died outside a notebook cell (guard install, replay, probe): try again
             self.result.restarts += 1
+        except forked.ForkFailed as exc:  # this and the batch's next kernels start fresh, in the same home
+            log.warning("kernel engine: no kernel could be forked (%s); kernels start fresh", exc)
+            self.warm.broken, self.warm = True, None
         except Exception as exc:
             if not started and first:
                 log.warning("kernel failed to start: %s", exc)

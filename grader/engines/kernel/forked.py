@@ -47,8 +47,14 @@ def _key(options: ExecOptions) -> tuple:
     return (options.device, options.isolate, tuple(sorted(options.hide)), tuple(sorted(options.extra_env.items())))
 
 
+class ForkFailed(RuntimeError):
+    """The warm process forked no kernel (it is gone, or its kernel could not start)."""
+
+
 class WarmProcess(Started):
     """A running warm process, its folder of kernels' folders, and the control channel only we hold."""
+
+    broken = False  # a kernel could not be forked: the batch's next kernels start fresh
 
     def __init__(self, options: ExecOptions):
         self.key = _key(options)
@@ -91,20 +97,24 @@ class WarmProcess(Started):
             if msg != b"P" or len(fds) != 1:
                 for fd in fds:
                     os.close(fd)
-                raise RuntimeError(f"the kernels' warm process forked no kernel: {self.log_tail()}")
+                raise ForkFailed(f"the kernels' warm process forked no kernel: {self.log_tail()}")
             return fds[0], ours
         except OSError as exc:
             ours.close()
-            raise RuntimeError(f"the kernels' warm process did not answer: {exc}; {self.log_tail()}") from exc
+            raise ForkFailed(f"the kernels' warm process did not answer: {exc}; {self.log_tail()}") from exc
 
 
 _lock = threading.Lock()
 _warm: dict[tuple, WarmProcess] = {}
 
 
-def warm_process(options: ExecOptions) -> WarmProcess:
-    """The warm process for ``options`` (started now if there is none, or it died); others closed."""
+def warm_process(options: ExecOptions) -> WarmProcess | None:
+    """The warm process for ``options`` (started now if there is none, or it died; others are
+    closed), or None once one could not fork a kernel: the batch's kernels then start fresh."""
     key = _key(options)
+    with _lock:
+        if key in _warm and _warm[key].broken:
+            return None
     with _lock:
         stale = [w for k, w in _warm.items() if k != key or not w.alive()]
         for w in stale:

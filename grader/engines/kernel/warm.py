@@ -12,10 +12,11 @@ runs the warm-up, and makes no shell: each kernel's is ipykernel's own, made aft
 A request (one message on the control channel only the coordinator holds) names a kernel's folder
 under WORKDIR, its connection file there, its environment and its per-process limits, with one end
 of a socketpair. The kernel forked for it sends a pidfd of itself on that socketpair, then, nested,
-makes its pid, mount, IPC, UTS and network namespaces, forks pid 1 of them and isolates itself in
-its folder with no capability left (:func:`grader.engines.isolation.namespaces.isolate`), sets its
-limits, is made not dumpable, and starts an ``IPKernelApp`` on the connection file, its own stdout
-and stderr on ``/dev/null``. The warm process never runs learner code.
+makes its pid, mount, IPC, UTS and network namespaces, forks pid 1 of them, which isolates itself
+in its folder with no capability left (:func:`grader.engines.isolation.namespaces.isolate`) and
+forks the kernel (pid 2: pid 1 would ignore the signals a learner sends the kernel from inside),
+which sets its limits, is made not dumpable, and starts an ``IPKernelApp`` on the connection file,
+its own stdout and stderr on ``/dev/null``. The warm process never runs learner code.
 """
 
 from __future__ import annotations
@@ -67,6 +68,18 @@ def _reap() -> None:
             return
 
 
+def _init(kernel: int) -> None:
+    """Pid 1 of a kernel's namespaces: reap what is orphaned there, and exit as the kernel exits
+    (every other process of the namespace dies with it)."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == kernel:
+            os._exit(os.waitstatus_to_exitcode(status) & 0x7F)
+
+
 def _kernel(request: dict, conn: socket.socket, nested: bool) -> None:
     """In the forked process: become the kernel ``request`` asks for (never returns)."""
     try:
@@ -88,6 +101,10 @@ def _kernel(request: dict, conn: socket.socket, nested: bool) -> None:
                 os._exit(os.waitstatus_to_exitcode(status) & 0x7F)
             _stay_with_parent()
             isolate(folder)
+            kernel = os.fork()  # not pid 1: a kernel that signals itself (os.kill(os.getpid(), 9)) dies, as in a sandbox
+            if kernel:
+                _init(kernel)
+            _stay_with_parent()
         os.chdir(folder)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
