@@ -36,17 +36,7 @@ import socket
 import sys
 import tempfile
 
-from grader.engines.isolation.namespaces import SERVER_NS, cover_host_proc, isolate, unshare
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+from grader.engines.isolation.namespaces import SERVER_NS, cover_host_proc, isolate, reap, unshare
 
 
 def _fork_server(ctrl: socket.socket, fd: int, scratch: str, nested: bool, shell) -> None:
@@ -103,7 +93,7 @@ def run(ctrl_fd: int, workdir: str, nested: bool, preload: tuple[str, ...] = ())
             os._exit(0)
         if not msg:  # the coordinator is gone: every server dies with us
             os._exit(0)
-        _reap()
+        reap()
         name = msg[1:].decode("ascii", "replace")
         if msg[:1] != b"S" or len(fds) != 1 or not name.isalnum():
             for fd in fds:

@@ -134,6 +134,17 @@ def drop_capabilities() -> None:
         raise IsolationError(0, f"capabilities left: {caps}")
 
 
+def reap() -> None:
+    """Reap every child that has exited, without waiting (a warm process, a zygote: what they forked)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def probe(scratch: str) -> None:
     """Exit 0 if a nested server could be made here: what the sandbox needs can be found, and
     :func:`isolate` works (run inside a probing sandbox, see :func:`grader.engines.isolation.sandbox.sandbox_level`)."""

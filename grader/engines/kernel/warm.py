@@ -29,7 +29,7 @@ import socket
 import sys
 
 from grader.engines.isolation.confine import not_dumpable, set_limits
-from grader.engines.isolation.namespaces import SERVER_NS, cover_host_proc, isolate, unshare
+from grader.engines.isolation.namespaces import SERVER_NS, cover_host_proc, isolate, reap, unshare
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -56,16 +56,6 @@ def warm() -> None:
     exec(integrity.FIXED_INPUTS, {})  # noqa: S102 - the grader's own code
     exec(integrity.WARM_UP, {})  # noqa: S102
     import ipykernel.kernelapp  # noqa: F401
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def _init(kernel: int) -> None:
@@ -139,7 +129,7 @@ def run(ctrl_fd: int, workdir: str, nested: bool) -> None:
             os._exit(0)
         if not msg:  # the coordinator is gone: every kernel dies with us
             os._exit(0)
-        _reap()
+        reap()
         try:
             request = json.loads(msg[1:]) if msg[:1] == b"K" else None
             folder = os.path.realpath(str(request["folder"]))
