@@ -50,12 +50,15 @@ for line in sys.stdin:
     scratch = os.path.dirname(line.strip())
     pid = os.fork()
     if pid == 0:
-        if NESTED:  # pid 1 of namespaces of its own, its folder alone, no capability left
-            unshare(SERVER_NS)
+        if NESTED:  # namespaces of its own, its folder alone, no capability left: as the engine
+            unshare(SERVER_NS)  # forks it, pid 2 under an init (pid 1) that waits for it
             if os.fork():
                 os.wait()
                 os._exit(0)
             isolate(scratch)
+            if os.fork():
+                os.wait()
+                os._exit(0)
         os.chdir(scratch)
         os.environ.update(HOME=scratch, TMPDIR=scratch)
         null = os.open(os.devnull, os.O_RDWR)
