@@ -112,6 +112,26 @@ def test_exercises_are_complete_and_points_add_up(chapter):
     release.check_practice(chapter, nb)  # practice tests worth 0, core ones more, practice after core
 
 
+#: a hidden test that runs the answer on the meta device (shapes and dtypes, no values)
+META_CALL_RE = re.compile(r"""device\s*=\s*["']meta["']|\.is_meta\b""")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_an_exercise_whose_hidden_tests_use_the_meta_device_says_so(chapter):
+    """On the meta device nothing reads a value (``.item()``, ``.tolist()``, an ``if`` on a tensor),
+    so an answer correct on every device with values fails there: a learner must read that the
+    tests go there in the exercise's own statement, not find it out from a lost exercise."""
+    statement, missing = "", []
+    for cell in source(chapter).cells:
+        text = cells.source_text(cell)
+        if cell.cell_type == "markdown" and EXERCISE_RE.search(text):
+            statement = text
+        elif cells.is_test(cell) and META_CALL_RE.search(text.partition(cells.BEGIN_HIDDEN)[2]):
+            if "`meta`" not in statement and 'device="meta"' not in statement:
+                missing.append(cells.grade_id(cell))
+    assert not missing, f"hidden tests run on the meta device, unannounced in the statement: {missing}"
+
+
 #: the one badge a deep dive's heading carries; its cells are tagged "optional" too
 BADGE = "⟡ Go deeper (optional)"
 TIME_RE = re.compile(r"\*\*Time\*\*: about (\d+) minutes on the core path")
