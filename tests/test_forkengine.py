@@ -39,16 +39,24 @@ def run(*sources, engine=forkengine.execute, options=OPTIONS, tests=()):
 
 
 def text(cell) -> str:
-    """What a cell showed: streams, results and errors, in order, in one string."""
-    parts = []
+    """What a cell showed: streams, results and errors, in order, in one string. Consecutive
+    chunks of one stream read as one, as a notebook shows them: a kernel flushes a stream on a
+    timer, so one print can reach it in two messages (``%xmode``'s line did, on a busy machine)."""
+    parts: list[list[str]] = []  # [label, text]
     for o in cell.outputs:
         if o.output_type == "stream":
-            parts.append(f"[{o.name}]{o.text}")
+            label, shown = f"[{o.name}]", o.text
         elif o.output_type in ("execute_result", "display_data"):
-            parts.append(f"[{o.output_type}]{o.data.get('text/plain', '')}")
+            label, shown = f"[{o.output_type}]", o.data.get("text/plain", "")
         elif o.output_type == "error":
-            parts.append(f"[error]{o.ename}: {o.evalue}")
-    return "".join(parts)
+            label, shown = "[error]", f"{o.ename}: {o.evalue}"
+        else:
+            continue
+        if o.output_type == "stream" and parts and parts[-1][0] == label:
+            parts[-1][1] += shown
+        else:
+            parts.append([label, shown])
+    return "".join(label + shown for label, shown in parts)
 
 
 OUTPUT_CELLS = (
