@@ -87,6 +87,16 @@ def test_outputs_match_the_kernel_engine_cell_by_cell():
     assert any("bad value" in line for line in fork.nb.cells[4].outputs[0].traceback)
 
 
+def test_a_print_flushed_in_chunks_is_one_output_on_both_engines():
+    """A line printed in pieces, each flushed (a progress line, or a kernel's timed flush landing
+    mid-print), is one stream output, as a notebook shows it: a page draws it on one line."""
+    chunked = ("import sys, time\nfor i in range(3):\n    print(i, end=' '); sys.stdout.flush(); time.sleep(0.05)\n"
+               "print('done')")
+    for engine in (forkengine.execute, kernel_engine.execute):
+        outputs = run(chunked, engine=engine).nb.cells[0].outputs
+        assert [(o.output_type, o.name, o.text) for o in outputs] == [("stream", "stdout", "0 1 2 done\n")]
+
+
 def test_the_child_gets_the_kernel_environment_and_nothing_else(monkeypatch):
     token = secrets.token_hex(8)
     monkeypatch.setenv("COURSE_TEST_SECRET", token)

@@ -197,7 +197,14 @@ def client_class():
                 if used + size > MAX_CELL_OUTPUT:
                     return None
                 self._sizes["rich"] = used + size
-            return super().output(outs, msg, display_id, cell_index)
+            out = super().output(outs, msg, display_id, cell_index)
+            if out is not None and out.get("output_type") == "stream" and len(outs) > 1 and outs[-1] is out:
+                before = outs[-2]  # a stream the kernel flushed in chunks: one output, as a notebook shows it
+                if before.get("output_type") == "stream" and before.get("name") == out.get("name"):
+                    before["text"] += out["text"]
+                    outs.pop()
+                    return before
+            return out
 
         async def _async_handle_timeout(self, timeout, cell=None):
             self.timed_out = True
