@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from grader.engines.execution import ExecOptions, kernel_env
 from grader.engines.isolation.budget import Budget, cgroup_mode
-from grader.engines.isolation.launch import Started, launcher
+from grader.engines.isolation.launch import Started, start_module
 from grader.engines.isolation.sandbox import Sandbox, bubblewrap_works, gpu_devices, sandbox_level
 
 log = logging.getLogger(__name__)
@@ -44,14 +43,7 @@ def _start(sandbox: Sandbox, options: ExecOptions, module: str, theirs: socket.s
     """Start ``python -m MODULE --fd N WORKDIR [FLAGS] [--preload A,B]`` in ``sandbox``, with a
     grading kernel's environment, its output in ``log_path``; ``theirs`` is then closed here."""
     preload = ["--preload", ",".join(sorted(set(options.preload)))] if options.preload else []
-    cmd = sandbox.wrap([sys.executable, "-m", module, "--fd", str(theirs.fileno()), workdir, *flags, *preload])
-    try:
-        with open(log_path, "wb") as log_file:
-            return launcher().popen(cmd, env=kernel_env(options, workdir), cwd=workdir, stdin=subprocess.DEVNULL,
-                                     stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                                     pass_fds=(theirs.fileno(),))
-    finally:
-        theirs.close()
+    return start_module(sandbox, kernel_env(options, workdir), module, theirs, workdir, log_path, [*flags, *preload])
 
 
 #: memory cap of a fork server's own processes (with a cgroup)

@@ -15,9 +15,14 @@ import queue
 import shutil
 import socket
 import subprocess
+import sys
 import threading
+from typing import TYPE_CHECKING
 
 from grader.engines.isolation.budget import Budget
+
+if TYPE_CHECKING:
+    from grader.engines.isolation.sandbox import Sandbox
 
 
 class Launcher:
@@ -53,6 +58,20 @@ def launcher() -> Launcher:
         if _the_launcher is None:
             _the_launcher = Launcher()
         return _the_launcher
+
+
+def start_module(sandbox: Sandbox, env: dict, module: str, theirs: socket.socket, workdir: str, log_path: str,
+                 args: list[str]) -> subprocess.Popen:
+    """Start ``python -m MODULE --fd N WORKDIR ARGS`` in ``sandbox`` from the launcher, with ``env``,
+    in ``workdir``, its output in ``log_path``; ``theirs`` (its end of the control channel, fd N)
+    is then closed here."""
+    cmd = sandbox.wrap([sys.executable, "-m", module, "--fd", str(theirs.fileno()), workdir, *args])
+    try:
+        with open(log_path, "wb") as log_file:
+            return launcher().popen(cmd, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_file,
+                                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(theirs.fileno(),))
+    finally:
+        theirs.close()
 
 
 #: one closer per started process (see :meth:`Started._closing`)

@@ -16,8 +16,6 @@ import secrets
 import select
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -27,7 +25,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from grader.engines.execution import ExecOptions, kernel_env
 from grader.engines.isolation.budget import Budget, cgroup_mode
-from grader.engines.isolation.launch import Started, launcher
+from grader.engines.isolation.launch import Started, start_module
 from grader.engines.isolation.sandbox import Sandbox, bubblewrap_works, process_cap, sandbox_level
 
 #: the warm process's own budget (its kernels each join their submission's)
@@ -67,15 +65,8 @@ class WarmProcess(Started):
                           isolate=options.isolate, budget=self.budget, nest=True)
         self.ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log_path = os.path.join(self.root, "warm.log")
-        cmd = sandbox.wrap([sys.executable, "-m", "grader.engines.kernel.warm", "--fd", str(theirs.fileno()),
-                            self.workdir, *(["--nested"] if self.nested else [])])
-        try:
-            with open(self.log_path, "wb") as log_file:
-                self.proc = launcher().popen(cmd, env=kernel_env(options, self.workdir), cwd=self.workdir,
-                                             stdin=subprocess.DEVNULL, stdout=log_file,
-                                             stderr=log_file, start_new_session=True, pass_fds=(theirs.fileno(),))
-        finally:
-            theirs.close()
+        self.proc = start_module(sandbox, kernel_env(options, self.workdir), "grader.engines.kernel.warm", theirs,
+                                 self.workdir, self.log_path, ["--nested"] if self.nested else [])
         self.lock = threading.Lock()
 
     def new_folder(self) -> str:
